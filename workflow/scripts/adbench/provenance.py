@@ -1,0 +1,100 @@
+"""Where and how a measurement was taken: machine, software, settings, times."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+
+# Environment variables that change timings; recorded with every cell.
+TIMING_ENV_VARS = (
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "TF_ENABLE_ONEDNN_OPTS",
+    "TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES", "KMP_AFFINITY", "KMP_BLOCKTIME",
+    "PYTORCH_JIT", "XLA_FLAGS", "TF_XLA_FLAGS",
+)
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+)
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def pin_threads_env(threads: int) -> None:
+    """Thread counts for every math library, set before any framework is imported."""
+    for name in THREAD_ENV_VARS:
+        os.environ[name] = str(threads)
+
+
+def process_start_epoch() -> float | None:
+    """When this process was started (Linux), to measure interpreter start-up."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_driver() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout.strip()
+        return out.splitlines()[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_state(directory: str) -> dict:
+    def git(*args):
+        return subprocess.run(["git", "-C", directory, *args], capture_output=True,
+                              text=True, timeout=20).stdout.strip()
+    try:
+        return {"git_commit": git("rev-parse", "HEAD") or None,
+                "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "git_dirty": None}
+
+
+def config_hash(settings: dict) -> str:
+    """Stable hash of everything that defines a cell's computation."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def machine() -> dict:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpu_driver": gpu_driver(),
+        "env": {name: os.environ[name] for name in TIMING_ENV_VARS if name in os.environ},
+    }

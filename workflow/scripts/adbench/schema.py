@@ -1,0 +1,74 @@
+"""The raw Parquet contract: one row per iteration, provenance in the file's metadata.
+
+The one place for the raw schema.  Writers go through `write_raw`, which writes to a
+temporary file beside the target and renames it, so a raw file is complete or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+METADATA_KEY = b"adbench.provenance"
+STATUSES = ("ok", "unsupported", "failed")
+PHASES = ("warmup", "measured")
+# Timed quantities, seconds. Eager modes fill all three; compiled modes only step_s.
+QUANTITIES = ("forward_s", "backward_s", "step_s")
+
+RAW_SCHEMA = pa.schema(
+    [
+        pa.field("framework", pa.string(), nullable=False),
+        pa.field("mode", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("task", pa.string(), nullable=False),
+        pa.field("device", pa.string(), nullable=False),
+        pa.field("threads", pa.int32(), nullable=False),
+        pa.field("seed", pa.int32(), nullable=False),
+        pa.field("iteration", pa.int32(), nullable=False),
+        pa.field("phase", pa.string(), nullable=False),
+        pa.field("forward_s", pa.float64()),
+        pa.field("backward_s", pa.float64()),
+        pa.field("step_s", pa.float64()),
+    ]
+)
+
+
+def raw_table(cell: dict, rows: list[dict], provenance: dict) -> pa.Table:
+    """Rows of one cell as a table of RAW_SCHEMA, with provenance attached as metadata."""
+    if provenance.get("status") not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {provenance.get('status')!r}")
+    columns = {}
+    for field in RAW_SCHEMA:
+        if field.name in cell:
+            columns[field.name] = [cell[field.name]] * len(rows)
+        else:
+            columns[field.name] = [row.get(field.name) for row in rows]
+    table = pa.Table.from_pydict(columns, schema=RAW_SCHEMA)
+    metadata = {METADATA_KEY: json.dumps(provenance, sort_keys=True).encode()}
+    return table.replace_schema_metadata(metadata)
+
+
+def write_raw(path: str, cell: dict, rows: list[dict], provenance: dict) -> None:
+    table = raw_table(cell, rows, provenance)
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".parquet.tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def read_provenance(path: str) -> dict:
+    metadata = pq.read_schema(path).metadata or {}
+    if METADATA_KEY not in metadata:
+        raise ValueError(f"{path}: not an adbench raw file (no {METADATA_KEY.decode()} metadata)")
+    return json.loads(metadata[METADATA_KEY])
