@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import re
+import string
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -67,6 +69,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
 ANALYSIS_ENV = "analysis"
 
 DEVICES = ("cpu", "cuda")
+# Tables the pipeline writes (results/tables/<name>.{csv,md,tex}); built by adbench.tables.
+TABLE_NAMES = ("table1_eager", "table2_compiled")
 TASKS = ("backward",)
 
 
@@ -160,6 +164,18 @@ CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
 _CELL_SUFFIX = "{device}/{framework}/{mode}/{model}/{task}/t{threads}/seed{seed}"
 RAW_PATTERN = "results/raw/" + _CELL_SUFFIX + ".parquet"
 GRADIENT_PATTERN = "results/gradients/" + _CELL_SUFFIX + ".npz"
+
+
+def cell_from_path(path: str, pattern: str = RAW_PATTERN) -> Cell:
+    """The cell a raw (or gradient) file belongs to, parsed back from its path."""
+    regex = ""
+    for literal, field, _, _ in string.Formatter().parse(pattern):
+        regex += re.escape(literal) + (f"(?P<{field}>[^/]+)" if field else "")
+    match = re.search(regex + "$", path)
+    if not match:
+        raise ValueError(f"{path}: does not match the layout {pattern}")
+    fields = match.groupdict()
+    return Cell(**{k: int(v) if k in ("threads", "seed") else v for k, v in fields.items()})
 
 
 def invalid_pairs(frameworks: dict[str, Iterable[str]]) -> list[str]:

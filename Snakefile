@@ -1,0 +1,22 @@
+# adbench: autodiff timings of PyTorch and TensorFlow, from raw Parquet to the paper.
+# Usage and layout: README.md. No logic here: helpers live in workflow/rules/common.smk.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/environments.smk"
+include: "workflow/rules/measure.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/paper.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_outputs(),

@@ -1,0 +1,71 @@
+# From raw per-iteration files to statistics, the gradient cross-check and the study's tables.
+# These jobs run in the analysis environment and may run beside timing jobs.
+
+
+rule aggregate:
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        raw=raw_files(),
+    output:
+        iterations="results/aggregate/iterations.parquet",
+        cells="results/aggregate/cells.parquet",
+        trials="results/aggregate/trials.parquet",
+        summary="results/aggregate/summary.parquet",
+        first="results/aggregate/first_iterations.csv",
+        environment="results/aggregate/environment.json",
+    log:
+        "results/logs/aggregate.log",
+    conda:
+        conda_env(spec.ANALYSIS_ENV)
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        script=SCRIPTS / "aggregate.py",
+        settings=json.dumps(
+            {
+                "grid": config["grid"],
+                "workload": WORKLOAD,
+                "gradient_tolerance": config["gradient_check"]["tolerance"],
+            }
+        ),
+    shell:
+        "{params.python} {params.script} --settings {params.settings:q} "
+        "--outdir results/aggregate {input.raw} > {log} 2>&1"
+
+
+rule check_gradients:
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        gradients=gradient_files(),
+    output:
+        csv="results/checks/gradients.csv",
+        md="results/checks/gradients.md",
+    log:
+        "results/logs/check_gradients.log",
+    conda:
+        conda_env(spec.ANALYSIS_ENV)
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        script=SCRIPTS / "check_gradients.py",
+        tolerance=config["gradient_check"]["tolerance"],
+    shell:
+        "{params.python} {params.script} --tolerance {params.tolerance} "
+        "--csv {output.csv} --md {output.md} {input.gradients} 2>&1 | tee {log}"
+
+
+rule tables:
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        summary="results/aggregate/summary.parquet",
+        cells="results/aggregate/cells.parquet",
+    output:
+        TABLE_FILES,
+    log:
+        "results/logs/tables.log",
+    conda:
+        conda_env(spec.ANALYSIS_ENV)
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        script=SCRIPTS / "make_tables.py",
+    shell:
+        "{params.python} {params.script} --summary {input.summary} --cells {input.cells} "
+        "--outdir results/tables > {log} 2>&1"

@@ -1,0 +1,29 @@
+# The paper: jinja2 templates in report/ rendered with our results, compiled by latexmk.
+# It needs TeX Live on the machine (README); without latexmk only this job fails, with a hint.
+
+
+rule paper:
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        template="report/paper.tex.j2",
+        bib="report/references.bib",
+        published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.csv")),
+        tables=TABLE_FILES,
+        figure=FIGURE_FILES[0],
+        gradients="results/checks/gradients.csv",
+        environment="results/aggregate/environment.json",
+        first="results/aggregate/first_iterations.csv",
+    output:
+        "results/paper/paper.pdf",
+    log:
+        "results/logs/paper.log",
+    conda:
+        conda_env(spec.ANALYSIS_ENV)
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        script=SCRIPTS / "render_paper.py",
+    shell:
+        "{params.python} {params.script} --template {input.template} --bib {input.bib} "
+        "--published report/published --tables results/tables --figure {input.figure} "
+        "--gradients {input.gradients} --environment {input.environment} "
+        "--first-iterations {input.first} --out {output} > {log} 2>&1"

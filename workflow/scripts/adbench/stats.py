@@ -1,0 +1,81 @@
+"""Statistics over raw rows (analysis environment: pandas).
+
+The study's tables report, per model and framework, "mean ± sd" twice: the mean over trials
+of each trial's mean time, and the mean over trials of each trial's standard deviation, each
+with its spread over trials.  A trial here is one seed (one fresh process).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from adbench.schema import QUANTITIES
+from adbench.spec import CELL_FIELDS
+
+# A cell summarised over its seeds: every cell field but the seed.
+CONDITION_FIELDS = tuple(f for f in CELL_FIELDS if f != "seed")
+
+
+def trial_stats(iterations: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and quantity: statistics of the measured iterations (warm-up excluded)."""
+    measured = iterations[iterations["phase"] == "measured"]
+    long = measured.melt(
+        id_vars=list(CELL_FIELDS), value_vars=list(QUANTITIES),
+        var_name="quantity", value_name="seconds",
+    ).dropna(subset=["seconds"])
+    grouped = long.groupby(list(CELL_FIELDS) + ["quantity"], observed=True)["seconds"]
+    return grouped.agg(
+        n="count", mean="mean", std="std", median="median", min="min"
+    ).reset_index()
+
+
+def first_iteration_stats(iterations: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: the first iteration's step time and its ratio to the steady-state median."""
+    steps = iterations.sort_values("iteration").groupby(list(CELL_FIELDS), observed=True)
+    first = steps["step_s"].first().rename("first_step_s")
+    steady = (
+        iterations[iterations["phase"] == "measured"]
+        .groupby(list(CELL_FIELDS), observed=True)["step_s"].median().rename("median_step_s")
+    )
+    out = pd.concat([first, steady], axis=1).reset_index()
+    out["first_over_median"] = out["first_step_s"] / out["median_step_s"]
+    return out
+
+
+def across_seeds(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per condition and quantity: the study's mean ± sd of trial means and trial stds."""
+    grouped = trials.groupby(list(CONDITION_FIELDS) + ["quantity"], observed=True)
+    return grouped.agg(
+        n_seeds=("seed", "nunique"),
+        n_iterations=("n", "min"),
+        mean_s=("mean", "mean"),
+        mean_sd_s=("mean", "std"),
+        std_s=("std", "mean"),
+        std_sd_s=("std", "std"),
+        median_s=("median", "median"),
+    ).reset_index()
+
+
+def improvements(summary: pd.DataFrame, eager_mode: str, compiled_mode: str,
+                 framework: str) -> pd.DataFrame:
+    """Eager→compiled speed-up for one framework, per condition.
+
+    `improvement` compares like with like (whole step / whole step).  `improvement_study_style`
+    divides the eager *backward* time by the compiled *step* time, as the study's Table 2 did.
+    """
+    keys = [f for f in CONDITION_FIELDS if f not in ("framework", "mode")]
+    mine = summary[summary["framework"] == framework]
+
+    def mean_of(mode, quantity):
+        rows = mine[(mine["mode"] == mode) & (mine["quantity"] == quantity)]
+        return rows.set_index(keys)["mean_s"]
+
+    compiled = mean_of(compiled_mode, "step_s")
+    out = pd.DataFrame({
+        "improvement": mean_of(eager_mode, "step_s") / compiled,
+        "improvement_study_style": mean_of(eager_mode, "backward_s") / compiled,
+    }).dropna(how="all")
+    out = out.reset_index()
+    out["framework"] = framework
+    out["mode"] = compiled_mode
+    return out

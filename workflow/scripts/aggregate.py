@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""Collect raw per-cell Parquet files into the aggregated tables the report reads.
+
+    python workflow/scripts/aggregate.py --outdir results/aggregate --settings '{...}' RAW...
+
+Writes iterations.parquet (every raw row), cells.parquet (one row per cell: status and
+provenance), trials.parquet (per cell and quantity), summary.parquet (per condition over
+seeds), first_iterations.csv and environment.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from adbench import schema, stats  # noqa: E402
+
+
+def cell_record(path: str) -> dict:
+    info = schema.read_provenance(path)
+    return {
+        **info["cell"],
+        "status": info["status"],
+        "message": info["message"],
+        "versions": json.dumps(info.get("versions", {}), sort_keys=True),
+        "device_name": info.get("device_name"),
+        "cpu_model": info.get("cpu_model"),
+        "hostname": info.get("hostname"),
+        "git_commit": info.get("git_commit"),
+        "git_dirty": info.get("git_dirty"),
+        "config_hash": info.get("config_hash"),
+        "started_at": info.get("started_at"),
+        "ended_at": info.get("ended_at"),
+        **{f"phase_{k}": v for k, v in info.get("phases", {}).items()},
+    }
+
+
+def environment(cells: pd.DataFrame, settings: dict) -> dict:
+    """What the paper says about where and with what the numbers were measured."""
+    first = cells.iloc[0]
+    versions: dict[str, str] = {}
+    for blob in cells["versions"]:
+        versions.update(json.loads(blob))
+    commits = sorted(set(cells["git_commit"].dropna()))
+    return {
+        "cpu_model": first["cpu_model"],
+        "cpu_count": os.cpu_count(),
+        "hostname": first["hostname"],
+        "platform": sys.platform,
+        "python": sys.version.split()[0],
+        "versions": versions,
+        "device_names": sorted(set(cells["device_name"].dropna())),
+        "git_commit": commits[0] if len(commits) == 1 else ", ".join(commits) or None,
+        "git_dirty": bool(cells["git_dirty"].fillna(False).any()),
+        "seeds": settings["grid"]["seeds"],
+        "threads": settings["grid"]["threads"],
+        "devices": settings["grid"]["devices"],
+        "workload": settings["workload"],
+        "n_cells": int(len(cells)),
+        "n_ok": int((cells["status"] == "ok").sum()),
+        "gradient_tolerance": settings["gradient_tolerance"],
+        "started_at": cells["started_at"].min(),
+        "ended_at": cells["ended_at"].max(),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("raw", nargs="+")
+    p.add_argument("--outdir", required=True)
+    p.add_argument("--settings", required=True, help="JSON: grid, workload, gradient_tolerance")
+    args = p.parse_args(argv)
+    settings = json.loads(args.settings)
+    os.makedirs(args.outdir, exist_ok=True)
+    out = lambda name: os.path.join(args.outdir, name)  # noqa: E731
+
+    iterations = pd.concat([pq.read_table(f).to_pandas() for f in args.raw], ignore_index=True)
+    cells = pd.DataFrame([cell_record(f) for f in args.raw])
+    trials = stats.trial_stats(iterations)
+    summary = stats.across_seeds(trials)
+    first = stats.first_iteration_stats(iterations)
+
+    iterations.to_parquet(out("iterations.parquet"), index=False)
+    cells.to_parquet(out("cells.parquet"), index=False)
+    trials.to_parquet(out("trials.parquet"), index=False)
+    summary.to_parquet(out("summary.parquet"), index=False)
+    first.to_csv(out("first_iterations.csv"), index=False)
+    with open(out("environment.json"), "w") as f:
+        json.dump(environment(cells, settings), f, indent=2, default=str)
+
+    bad = cells[cells["status"] != "ok"]
+    print(f"{len(cells)} cells, {len(iterations)} rows; {len(bad)} not ok", file=sys.stderr)
+    for r in bad.itertuples():
+        print(f"  {r.framework}/{r.mode}/{r.model} seed {r.seed}: {r.status}: {r.message}",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

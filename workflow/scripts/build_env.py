@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""Build an isolated virtual environment from the pins of envs/<name>.yaml.
+
+The conda file is the one source of the pins: `--sdm conda` reads it directly; on machines
+without conda this script installs its pip section into `.venvs/<name>/` (with uv when it is
+available, else pip) and writes a JSON receipt that Snakemake tracks as the job's output.
+
+    python workflow/scripts/build_env.py envs/torch.yaml --prefix .venvs/torch \
+        --receipt .venvs/torch.json
+    python workflow/scripts/build_env.py envs/torch.yaml --print-requirements
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+
+def read_pins(env_file: str) -> tuple[str | None, list[str]]:
+    """The python version and the pip requirements of a conda environment file."""
+    with open(env_file) as f:
+        env = yaml.safe_load(f)
+    python, pip = None, []
+    for dep in env.get("dependencies", []):
+        if isinstance(dep, str) and dep.split("=")[0].strip() == "python":
+            python = dep.split("=", 1)[1].lstrip("=")
+        elif isinstance(dep, dict) and "pip" in dep:
+            pip.extend(dep["pip"])
+    if not pip:
+        raise SystemExit(f"{env_file}: no pip section; nothing to install in a virtual env")
+    return python, pip
+
+
+def log(message: str) -> None:
+    print(f"[build_env] {message}", file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str]) -> str:
+    log("$ " + " ".join(cmd))
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"command failed with exit {result.returncode}: {' '.join(cmd)}")
+    return result.stdout
+
+
+def find_links() -> list[str]:
+    # uv ignores pip's configuration: pass pip's find-links (local wheels) on explicitly.
+    links = os.environ.get("PIP_FIND_LINKS", "").split()
+    return [arg for link in links for arg in ("--find-links", link)]
+
+
+def build(env_file: str, prefix: str) -> dict:
+    wanted_python, requirements = read_pins(env_file)
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if wanted_python and not here.startswith(wanted_python):
+        log(f"warning: {env_file} pins python {wanted_python}, building with {here}")
+    if os.path.exists(prefix):
+        shutil.rmtree(prefix)  # a half-built env from an interrupted run is never reused
+    python = os.path.join(prefix, "bin", "python")
+    uv = shutil.which("uv")
+    if uv:
+        run([uv, "venv", "--quiet", "--python", sys.executable, prefix])
+        run([uv, "pip", "install", "--python", python, *find_links(), *requirements])
+        freeze = run([uv, "pip", "freeze", "--python", python])
+    else:
+        run([sys.executable, "-m", "venv", prefix])
+        run([python, "-m", "pip", "install", "--quiet", *requirements])
+        freeze = run([python, "-m", "pip", "freeze"])
+    return {
+        "env_file": env_file,
+        "prefix": prefix,
+        "python": python,
+        "requirements": requirements,
+        "installed": freeze.split(),
+        "built_with": "uv" if uv else "pip",
+        "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("env_file", nargs="+", help="envs/<name>.yaml")
+    p.add_argument("--prefix", help="directory of the virtual environment to (re)build")
+    p.add_argument("--receipt", help="JSON file written once the environment is complete")
+    p.add_argument("--print-requirements", action="store_true",
+                   help="print the pip requirements of the files (for a plain pip install)")
+    args = p.parse_args(argv)
+    if args.print_requirements:
+        print("\n".join(r for f in args.env_file for r in read_pins(f)[1]))
+        return 0
+    if len(args.env_file) != 1 or not (args.prefix and args.receipt):
+        p.error("building takes one env file, --prefix and --receipt")
+    receipt = build(args.env_file[0], args.prefix)
+    tmp = args.receipt + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(receipt, f, indent=2)
+    os.replace(tmp, args.receipt)
+    log(f"{args.prefix} ready ({len(receipt['installed'])} packages)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
