@@ -1,0 +1,17 @@
+"""Shared test set-up: the harness is importable as `adbench`, as the scripts import it."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "workflow" / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
