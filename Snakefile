@@ -5,7 +5,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The quick default, only when no --configfile is given: Snakemake would otherwise deep-merge
+# it under the user's file and add e.g. frameworks the user left out.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"

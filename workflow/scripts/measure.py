@@ -127,6 +127,7 @@ def measure(args: argparse.Namespace) -> int:
     info.update(
         schema_version=schema.SCHEMA_VERSION, status=status, message=message,
         phases=phases, ended_at=provenance.now_iso(), threads=args.threads,
+        frameworks_loaded=provenance.frameworks_loaded(spec.FRAMEWORKS),
         **provenance.machine(),
     )
     write_gradients(args.gradients, status, loss, grads)

@@ -82,6 +82,11 @@ def git_state(directory: str) -> dict:
         return {"git_commit": None, "git_dirty": None}
 
 
+def frameworks_loaded(frameworks) -> list[str]:
+    """Which frameworks this process imported: a timing job must load its own alone."""
+    return sorted(name for name in frameworks if name in sys.modules)
+
+
 def config_hash(settings: dict) -> str:
     """Stable hash of everything that defines a cell's computation."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]

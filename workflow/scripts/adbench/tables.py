@@ -129,6 +129,8 @@ def to_markdown(tidy: pd.DataFrame, spec: TableSpec) -> str:
 
 def to_latex(tidy: pd.DataFrame) -> str:
     wide = wide_table(tidy, pm=r"$\pm$")
+    # Braced: a cell starting with "[" right after \\ or \midrule is read as an optional argument.
+    wide["hidden layers"] = "{" + wide["hidden layers"] + "}"
     wide.columns = [str(c).replace("#", r"\#").replace("_", r"\_") for c in wide.columns]
     return wide.style.hide(axis="index").to_latex(hrules=True, column_format="l" * wide.shape[1])
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The one install step (README). Installs the driver (snakemake, uv, test tools) into this
+# Python, and TeX Live for the paper where it can (Debian/Ubuntu, as root).
+#   ./setup.sh          what `snakemake --cores 8` needs; framework envs are built by the
+#                       pipeline itself from envs/*.yaml on first run (into .venvs/)
+#   ./setup.sh --test   also installs the framework and analysis pins into this Python, for
+#                       the test suite and for `--config environments=current`
+set -euo pipefail
+cd "$(dirname "$0")"
+PYTHON=${PYTHON:-python3}
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+say "driver: $($PYTHON --version) -> requirements.txt"
+$PYTHON -m pip install --quiet -r requirements.txt
+
+if [ "${1:-}" = "--test" ]; then
+  say "frameworks and analysis into this Python (pins from envs/*.yaml)"
+  reqs=$(mktemp)
+  $PYTHON workflow/scripts/build_env.py --print-requirements \
+    envs/torch.yaml envs/tensorflow.yaml envs/analysis.yaml | sort -u > "$reqs"
+  links=()
+  for link in ${PIP_FIND_LINKS:-}; do links+=(--find-links "$link"); done
+  # uv ignores pip's configuration, hence pip's find-links passed on explicitly.
+  $PYTHON -m uv pip install --quiet --python "$($PYTHON -c 'import sys; print(sys.executable)')" \
+    "${links[@]}" -r "$reqs"
+  rm -f "$reqs"
+fi
+
+TEX_PACKAGES="texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended
+  texlive-science lmodern latexmk"
+if command -v latexmk >/dev/null && kpsewhich siunitx.sty >/dev/null 2>&1; then
+  say "TeX Live: present"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "TeX Live: installing from Debian/Ubuntu packages (a few minutes)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $TEX_PACKAGES >/dev/null
+else
+  say "TeX Live: not installed; the paper job will fail with this hint, all else runs."
+  say "  install: sudo apt-get install --no-install-recommends" $TEX_PACKAGES
+fi
+say "done"

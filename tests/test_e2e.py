@@ -1,0 +1,200 @@
+"""End-to-end tier: the real Snakemake on a fresh copy of the checkout, with the tiny config
+.test/config.yaml, real frameworks in environments the pipeline builds, real latexmk.
+
+Checks structure and contracts, never absolute timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from adbench import schema, spec
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[1]
+TEST_CONFIG = ".test/config.yaml"
+TINY = yaml.safe_load((REPO / TEST_CONFIG).read_text())
+
+
+def fresh_checkout(dest: Path) -> Path:
+    """The files a clone has: tracked plus untracked-but-not-ignored (work in progress)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, check=True,
+    ).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, env: dict | None = None, timeout: int = 1500):
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", TEST_CONFIG, *args]
+    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout,
+                            env=env)
+    result.log = f"$ {' '.join(cmd)}\n{result.stdout}\n{result.stderr}"  # for assertion messages
+    return result
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One full run in the default environment mode a user gets here: venvs built from envs/."""
+    workdir = fresh_checkout(tmp_path_factory.mktemp("checkout"))
+    result = snakemake(workdir, "--cores", "2", "--config", "environments=venv")
+    assert result.returncode == 0, result.log[-6000:]
+    return workdir
+
+
+def tiny_cells():
+    return list(spec.expand_grid(TINY["grid"]))
+
+
+def test_every_output_is_produced(run):
+    for cell in tiny_cells():
+        assert (run / cell.raw_path).is_file() and (run / cell.gradient_path).is_file()
+    for name in spec.TABLE_NAMES:
+        for ext in ("csv", "md", "tex"):
+            assert (run / f"results/tables/{name}.{ext}").stat().st_size > 0
+    for ext in ("pdf", "png"):
+        assert (run / f"results/figures/first_iterations.{ext}").stat().st_size > 0
+    assert (run / "results/checks/gradients.csv").is_file()
+    assert (run / "results/paper/paper.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_raw_files_follow_the_contract(run):
+    workload = TINY["workload"]
+    for cell in tiny_cells():
+        table = pq.read_table(run / cell.raw_path)
+        assert table.schema.remove_metadata() == schema.RAW_SCHEMA
+        rows = table.to_pandas()
+        assert len(rows) == workload["warmup"] + workload["iterations"]
+        assert (rows["phase"] == "warmup").sum() == workload["warmup"]
+        assert (rows["step_s"] > 0).all()
+        info = schema.read_provenance(run / cell.raw_path)
+        assert info["status"] == "ok", info["message"]
+        assert info["cell"]["framework"] == cell.framework
+        # Isolation: the job ran in its framework's own venv and loaded that framework alone.
+        assert info["frameworks_loaded"] == [cell.framework]
+        assert f"/.venvs/{spec.FRAMEWORKS[cell.framework].env}/" in info["python_executable"]
+        assert info["env"]["OMP_NUM_THREADS"] == str(cell.threads)
+        for key in ("versions", "cpu_model", "git_commit", "config_hash", "started_at",
+                    "ended_at", "phases", "timed_quantities"):
+            assert key in info
+
+
+def test_tables_have_every_cell(run):
+    for name in spec.TABLE_NAMES:
+        table = pd.read_csv(run / f"results/tables/{name}.csv", keep_default_na=False,
+                            na_values=[""])
+        compiled = name == "table2_compiled"
+        expected = {(f, m, model) for f, modes in TINY["grid"]["frameworks"].items()
+                    for m in modes if spec.FRAMEWORKS[f].modes[m].compiled == compiled
+                    for model in TINY["grid"]["models"]}
+        assert set(zip(table["framework"], table["mode"], table["model"])) == expected
+        assert (table["status"] == "ok").all()
+        assert (table["n_seeds"] == len(TINY["grid"]["seeds"])).all()
+        assert table["mean_us"].notna().all() and table["mean_sd_us"].notna().all()
+        if compiled:
+            assert table["improvement"].notna().all()
+
+
+def test_gradients_agree_across_frameworks(run):
+    check = pd.read_csv(run / "results/checks/gradients.csv")
+    assert len(check) == len(tiny_cells())
+    assert check["passed"].all()
+    assert check["max_rel_error"].max() < 1e-5
+
+
+def test_timing_jobs_never_overlap(run):
+    cells = pd.read_parquet(run / "results/aggregate/cells.parquet")
+    spans = sorted(zip(pd.to_datetime(cells["started_at"]), pd.to_datetime(cells["ended_at"])))
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end, "two timing jobs ran at the same time"
+
+
+def test_rerun_redoes_only_what_is_missing(run):
+    assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
+    victim = tiny_cells()[0]
+    (run / victim.raw_path).unlink()
+    plan = snakemake(run, "-n", "--config", "environments=venv").log
+    assert f"Missing output files: {victim.raw_path}" in plan
+    assert "\nmeasure                      1" in plan or "measure  " in plan
+    assert plan.count("rule measure:") == 1
+
+
+def test_template_edit_rebuilds_only_the_paper(run):
+    template = run / "report/paper.tex.j2"
+    template.write_text(template.read_text() + "\n% edited\n")
+    plan = snakemake(run, "-n", "--config", "environments=venv").log
+    jobs = [line.split()[1].rstrip(":") for line in plan.splitlines()
+            if line.startswith(("rule ", "localrule "))]
+    assert jobs == ["paper"], plan
+
+
+def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
+    # A PATH with every tool of the real one except the TeX programs.
+    shadow = tmp_path / "bin"
+    shadow.mkdir()
+    tex = {"latexmk", "pdflatex", "bibtex"}
+    for directory in os.environ["PATH"].split(os.pathsep):
+        if os.path.isdir(directory):
+            for tool in os.listdir(directory):
+                if tool not in tex and not (shadow / tool).exists():
+                    (shadow / tool).symlink_to(os.path.join(directory, tool))
+    for output in ("results/paper", "results/tables"):
+        shutil.rmtree(run / output)
+    env = {**os.environ, "PATH": str(shadow)}
+    result = snakemake(run, "--cores", "2", "--config", "environments=venv", env=env)
+    assert result.returncode != 0
+    assert "apt-get install" in result.log and "latexmk" in result.log
+    assert (run / "results/tables/table1_eager.csv").is_file()
+    assert not (run / "results/paper/paper.pdf").exists()
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ({"grid": {"frameworks": {"torch": ["graph"]}}}, "grid.frameworks.torch: mode 'graph'"),
+        ({"grid": {"frameworks": {"jax": ["eager"]}}}, "unknown framework 'jax'"),
+        ({"grid": {"models": ["resnet9000"]}}, "unknown model 'resnet9000'"),
+        ({"grid": {"devices": ["gpu"]}}, "'gpu' is not one of"),
+        ({"workload": {"iterations": 0}}, "iterations"),
+        ({"warmup": 3}, "'warmup' was unexpected"),
+    ],
+)
+def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, named):
+    workdir = fresh_checkout(tmp_path)
+    config = yaml.safe_load((workdir / TEST_CONFIG).read_text())
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key].update(value)
+        else:
+            config[key] = value
+    (workdir / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", "bad.yaml"],
+        cwd=workdir, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode != 0
+    assert named in result.stdout + result.stderr
+    assert not (workdir / "results").exists()
+
+
+def test_lint_and_format_are_clean():
+    lint = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    fmt = subprocess.run(["snakefmt", "--check", "Snakefile", "workflow"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
