@@ -140,7 +140,6 @@ def our_cell(rows: pd.DataFrame, framework: str, mode: str, where: str, notes: N
         "std": pm(r.get("std_us"), r.get("std_sd_us")),
         "improvement": ratio(r.get("improvement")),
         "study_style": ratio(r.get("improvement_study_style")),
-        "n_seeds": r.get("n_seeds"),
         "status": status,
     }
     if status != "ok":  # the mark goes on the mean, the note under the table
