@@ -166,11 +166,15 @@ RAW_PATTERN = "results/raw/" + _CELL_SUFFIX + ".parquet"
 GRADIENT_PATTERN = "results/gradients/" + _CELL_SUFFIX + ".npz"
 
 
+_FIELD_REGEX = {"threads": r"\d+", "seed": r"\d+"}
+
+
 def cell_from_path(path: str, pattern: str = RAW_PATTERN) -> Cell:
     """The cell a raw (or gradient) file belongs to, parsed back from its path."""
-    regex = ""
+    regex = "(?:^|/)"  # whole path components: "myresults/raw/..." is not a raw path
     for literal, field, _, _ in string.Formatter().parse(pattern):
-        regex += re.escape(literal) + (f"(?P<{field}>[^/]+)" if field else "")
+        regex += re.escape(literal) + (rf"(?P<{field}>{_FIELD_REGEX.get(field, '[^/]+')})"
+                                        if field else "")
     match = re.search(regex + "$", path)
     if not match:
         raise ValueError(f"{path}: does not match the layout {pattern}")

@@ -58,6 +58,8 @@ def tidy_table(spec: TableSpec, summary: pd.DataFrame, cells: pd.DataFrame) -> p
     """One row per condition of the table's modes, n/a rows included."""
     wanted = cells[[FRAMEWORKS[f].modes[m].compiled == spec.compiled
                     for f, m in zip(cells["framework"], cells["mode"])]]
+    if wanted.empty:  # e.g. a config with eager modes only: an empty table, not a crash
+        return pd.DataFrame(columns=TIDY_COLUMNS)
     status = condition_status(wanted)
     keys = list(stats.CONDITION_FIELDS)
     numbers = summary[summary["quantity"] == spec.quantity]
@@ -120,7 +122,12 @@ def wide_table(tidy: pd.DataFrame, pm: str = "±") -> pd.DataFrame:
     return wide.reset_index()
 
 
+EMPTY_NOTE = "No cell of this table's modes is in the config."
+
+
 def to_markdown(tidy: pd.DataFrame, spec: TableSpec) -> str:
+    if tidy.empty:
+        return f"**{spec.title}**\n\n{EMPTY_NOTE}\n"
     notes = [f"- {r.framework_label} {r.mode_label}, {r.model_label}: {r.note}"
              for r in tidy.itertuples() if r.note]
     body = wide_table(tidy).to_markdown(index=False, disable_numparse=True)
@@ -128,6 +135,8 @@ def to_markdown(tidy: pd.DataFrame, spec: TableSpec) -> str:
 
 
 def to_latex(tidy: pd.DataFrame) -> str:
+    if tidy.empty:
+        return f"% {EMPTY_NOTE}\n"
     wide = wide_table(tidy, pm=r"$\pm$")
     # Braced: a cell starting with "[" right after \\ or \midrule is read as an optional argument.
     wide["hidden layers"] = "{" + wide["hidden layers"] + "}"

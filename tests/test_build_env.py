@@ -1,0 +1,67 @@
+"""build_env.py reads the pins of envs/*.yaml (no environment is built here: too slow)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import build_env
+from adbench import spec
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))
+PIN = re.compile(r"^([A-Za-z0-9_.-]+)==([0-9][^\s;]*)$")
+
+
+def pins(path):
+    return dict(PIN.match(r).groups() for r in build_env.read_pins(str(path))[1])
+
+
+def test_every_framework_and_the_analysis_env_has_a_pin_file():
+    names = {p.stem for p in ENV_FILES}
+    assert {info.env for info in spec.FRAMEWORKS.values()} | {spec.ANALYSIS_ENV} <= names
+
+
+@pytest.mark.parametrize("path", ENV_FILES, ids=lambda p: p.name)
+def test_read_pins_python_and_exact_pip_pins(path):
+    python, requirements = build_env.read_pins(str(path))
+    assert python == "3.11"
+    assert requirements
+    for requirement in requirements:
+        assert PIN.match(requirement), f"{path.name}: {requirement!r} is not an exact pin"
+
+
+def test_torch_is_pinned():
+    assert pins(ROOT / "envs" / "torch.yaml")["torch"] == "2.13.0"
+
+
+@pytest.mark.parametrize("package", ["numpy", "pyarrow"])
+def test_shared_packages_have_the_same_pin_in_every_env(package):
+    versions = {p.name: pins(p)[package] for p in ENV_FILES if package in pins(p)}
+    assert len(versions) >= 2, versions  # the check compares something
+    assert len(set(versions.values())) == 1, versions
+
+
+def test_print_requirements(capsys):
+    files = [str(ROOT / "envs" / "torch.yaml"), str(ROOT / "envs" / "analysis.yaml")]
+    assert build_env.main([*files, "--print-requirements"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == build_env.read_pins(files[0])[1] + build_env.read_pins(files[1])[1]
+    assert "torch==2.13.0" in printed
+
+
+def test_env_file_without_pip_section_exits_naming_the_file(tmp_path):
+    path = tmp_path / "nopip.yaml"
+    path.write_text("name: x\ndependencies:\n  - python=3.11\n  - numpy=2.4.6\n")
+    with pytest.raises(SystemExit, match="nopip.yaml") as error:
+        build_env.read_pins(str(path))
+    assert "pip" in str(error.value)
+
+
+def test_building_needs_prefix_and_receipt(capsys):
+    with pytest.raises(SystemExit) as error:
+        build_env.main([str(ROOT / "envs" / "torch.yaml")])
+    assert error.value.code != 0
+    assert "--prefix" in capsys.readouterr().err

@@ -1,0 +1,85 @@
+"""measure.py as Snakemake runs it: one fresh process per cell, files always written."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from adbench import schema, spec
+
+THREADS = 2
+
+
+def measure(repo, tmp_path, framework="torch", mode="eager", device="cpu", *extra):
+    cell = spec.Cell(framework, mode, "mlp512", "backward", device, THREADS, 4)
+    out, grads = tmp_path / cell.raw_path, tmp_path / cell.gradient_path
+    cmd = [sys.executable, str(repo / "workflow" / "scripts" / "measure.py"),
+           "--framework", framework, "--mode", mode, "--model", "mlp512", "--task", "backward",
+           "--device", device, "--threads", str(THREADS), "--seed", "4", "--warmup", "2",
+           "--iterations", "5", "--n-samples", "512", "--out", str(out), "--gradients",
+           str(grads), *extra]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    return result, cell, out, grads
+
+
+def test_torch_eager_cell_writes_rows_and_provenance(repo, tmp_path):
+    result, cell, out, grads = measure(repo, tmp_path)
+    assert result.returncode == 0, result.stderr
+    table = pq.read_table(out)
+    assert table.schema.remove_metadata() == schema.RAW_SCHEMA
+    df = table.to_pandas()
+    assert len(df) == 7
+    assert list(df["phase"]) == ["warmup"] * 2 + ["measured"] * 5
+    assert list(df["iteration"]) == list(range(7))
+    assert spec.cell_from_path(str(out)) == cell
+    assert (df[["framework", "mode", "seed", "threads"]].drop_duplicates().values.tolist()
+            == [["torch", "eager", 4, THREADS]])
+    assert df[["forward_s", "backward_s", "step_s"]].notna().all().all()
+    assert (df["step_s"] > 0).all()
+
+    info = schema.read_provenance(str(out))
+    assert (info["status"], info["message"]) == ("ok", "")
+    assert info["schema_version"] == schema.SCHEMA_VERSION
+    assert info["versions"]["torch"].startswith("2.")
+    assert info["cpu_model"] and info["device_name"] == "cpu"
+    assert "git_commit" in info and "git_dirty" in info
+    assert set(info["phases"]) == {"import_s", "prepare_s", "timed_loop_s", "gradients_s"}
+    assert info["env"]["OMP_NUM_THREADS"] == str(THREADS) == str(info["threads"])
+    assert info["timed_quantities"] == ["forward_s", "backward_s", "step_s"]
+    assert info["cell"] == dataclasses.asdict(cell)
+    assert info["workload"]["n_samples"] == 512 and info["workload"]["iterations"] == 5
+    assert info["started_at"] <= info["ended_at"]
+
+    with np.load(grads) as data:
+        assert str(data["status"]) == "ok" and np.isfinite(data["loss"])
+        shapes = [data[f"g{i}"].shape for i in range(4)]
+    assert shapes == [(784, 512), (512,), (512, 10), (10,)]
+
+
+def test_cuda_cell_without_gpu_is_recorded_as_unsupported(repo, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the cuda cell would run")
+    result, _, out, grads = measure(repo, tmp_path, "torch", "eager", "cuda")
+    assert result.returncode == 0, result.stderr
+    assert pq.read_table(out).num_rows == 0
+    info = schema.read_provenance(str(out))
+    assert info["status"] == "unsupported" and "cuda" in info["message"]
+    with np.load(grads) as data:
+        assert str(data["status"]) == "unsupported"
+        assert not [k for k in data.files if k.startswith("g")]
+
+
+def test_invalid_mode_exits_non_zero_naming_it(repo, tmp_path):
+    result, _, out, grads = measure(repo, tmp_path, "torch", "graph")
+    assert result.returncode != 0
+    assert "'graph'" in result.stderr and "torch" in result.stderr
+    assert not out.exists() and not grads.exists()

@@ -1,0 +1,84 @@
+"""adbench.schema: the raw Parquet contract (columns, types, provenance metadata, atomic write)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from adbench import schema, spec
+
+EAGER = dataclasses.asdict(spec.Cell("torch", "eager", "mlp512", "backward", "cpu", 2, 3))
+SCRIPT = dataclasses.asdict(spec.Cell("torch", "script", "mlp512", "backward", "cpu", 2, 3))
+EAGER_ROWS = [
+    {"iteration": i, "phase": "warmup" if i < 1 else "measured",
+     "forward_s": 0.001 * (i + 1), "backward_s": 0.002 * (i + 1), "step_s": 0.003 * (i + 1)}
+    for i in range(3)
+]
+PROVENANCE = {"status": "ok", "message": "", "versions": {"torch": "2.13.0"},
+              "phases": {"import_s": 1.5}, "threads": 2}
+
+
+def test_round_trip_columns_dtypes_values_and_metadata(tmp_path):
+    path = str(tmp_path / "deep" / "dir" / "seed3.parquet")  # directories are created
+    schema.write_raw(path, EAGER, EAGER_ROWS, PROVENANCE)
+    table = pq.read_table(path)
+    assert table.schema.remove_metadata() == schema.RAW_SCHEMA
+    assert schema.read_provenance(path) == PROVENANCE
+    df = table.to_pandas()
+    assert len(df) == 3
+    assert set(df["framework"]) == {"torch"} and set(df["threads"]) == {2}
+    assert list(df["iteration"]) == [0, 1, 2]
+    assert list(df["phase"]) == ["warmup", "measured", "measured"]
+    assert list(df["backward_s"]) == [0.002, 0.004, 0.006]
+    assert os.listdir(os.path.dirname(path)) == ["seed3.parquet"]  # no temp file left
+
+
+def test_failed_cell_with_no_rows_is_still_a_valid_file(tmp_path):
+    path = str(tmp_path / "failed.parquet")
+    info = {"status": "failed", "message": "RuntimeError: out of memory"}
+    schema.write_raw(path, EAGER, [], info)
+    table = pq.read_table(path)
+    assert table.num_rows == 0
+    assert table.schema.remove_metadata() == schema.RAW_SCHEMA
+    assert schema.read_provenance(path) == info
+    assert os.listdir(tmp_path) == ["failed.parquet"]
+
+
+@pytest.mark.parametrize("status", ["error", "", None])
+def test_invalid_status_is_rejected_and_nothing_is_written(tmp_path, status):
+    path = tmp_path / "bad.parquet"
+    with pytest.raises(ValueError, match="status"):
+        schema.write_raw(str(path), EAGER, EAGER_ROWS, {"status": status})
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failing_write_leaves_neither_target_nor_temp_file(tmp_path, monkeypatch):
+    def broken(table, where):
+        with open(where, "wb") as f:
+            f.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(schema.pq, "write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        schema.write_raw(str(tmp_path / "x.parquet"), EAGER, EAGER_ROWS, PROVENANCE)
+    assert os.listdir(tmp_path) == []
+
+
+def test_compiled_mode_rows_have_null_forward_and_backward(tmp_path):
+    path = str(tmp_path / "script.parquet")
+    rows = [{"iteration": i, "phase": "measured", "step_s": 0.01} for i in range(4)]
+    schema.write_raw(path, SCRIPT, rows, PROVENANCE)
+    table = pq.read_table(path)
+    assert table.column("forward_s").null_count == 4
+    assert table.column("backward_s").null_count == 4
+    assert table.column("step_s").null_count == 0
+
+
+def test_read_provenance_rejects_a_foreign_parquet_file(tmp_path):
+    path = str(tmp_path / "plain.parquet")
+    pq.write_table(schema.RAW_SCHEMA.empty_table(), path)
+    with pytest.raises(ValueError, match="not an adbench raw file"):
+        schema.read_provenance(path)
