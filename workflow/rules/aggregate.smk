@@ -16,7 +16,7 @@ rule aggregate:
     log:
         "results/logs/aggregate.log",
     conda:
-        conda_env(spec.ANALYSIS_ENV)
+        env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
         script=SCRIPTS / "aggregate.py",
@@ -42,7 +42,7 @@ rule check_gradients:
     log:
         "results/logs/check_gradients.log",
     conda:
-        conda_env(spec.ANALYSIS_ENV)
+        env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
         script=SCRIPTS / "check_gradients.py",
@@ -62,7 +62,7 @@ rule tables:
     log:
         "results/logs/tables.log",
     conda:
-        conda_env(spec.ANALYSIS_ENV)
+        env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
         script=SCRIPTS / "make_tables.py",

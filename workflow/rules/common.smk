@@ -15,7 +15,6 @@ sys.path.insert(0, str(SCRIPTS))
 
 from adbench import spec  # noqa: E402  (pure Python: no framework is imported)
 
-
 validate(config, "../schemas/config.schema.yaml")
 
 
@@ -60,8 +59,11 @@ def environment_mode():
     mode = config["environments"]
     if mode == "auto":
         return "conda" if conda_enabled() else "venv"
-    if mode == "conda" and not conda_enabled():
-        raise WorkflowError("environments: conda needs `--sdm conda` on the command line")
+    if (mode == "conda") != conda_enabled():
+        raise WorkflowError(
+            f"environments: {mode} contradicts the command line: use `--sdm conda` "
+            "exactly when environments is conda (or auto)"
+        )
     return mode
 
 
@@ -89,10 +91,6 @@ def env_python(env):
     }[ENV_MODE]
 
 
-def conda_env(env):
-    return env_file(env) if ENV_MODE == "conda" else None
-
-
 def framework_env(wildcards):
     return spec.FRAMEWORKS[wildcards.framework].env
 
@@ -114,7 +112,9 @@ def workload_args():
     )
 
 
-TABLE_FILES = [f"results/tables/{t}.{ext}" for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")]
+TABLE_FILES = [
+    f"results/tables/{t}.{ext}" for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")
+]
 FIGURE_FILES = ["results/figures/first_iterations.pdf", "results/figures/first_iterations.png"]
 
 

@@ -3,18 +3,21 @@
 
 
 rule build_venv:
+    # Runs in the driver's Python (it makes the other environments), hence no conda env.
     input:
         str(ROOT / "envs" / "{env}.yaml"),
     output:
         ".venvs/{env}.json",
     log:
         ".venvs/logs/{env}.log",
-    params:
-        prefix=".venvs/{env}",
-        script=SCRIPTS / "build_env.py",
     # Installing is heavy: it never runs beside a timing job (see profiles/default).
     resources:
         timing_lock=1,
-    shell:
-        "{sys.executable} {params.script} {input} --prefix {params.prefix} "
-        "--receipt {output} > {log} 2>&1"
+    params:
+        prefix=".venvs/{env}",
+        script=SCRIPTS / "build_env.py",
+    run:
+        shell(
+            "{sys.executable} {params.script} {input} --prefix {params.prefix} "
+            "--receipt {output} > {log} 2>&1"
+        )

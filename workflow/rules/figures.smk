@@ -6,15 +6,16 @@ rule figure_first_iterations:
         env_inputs(spec.ANALYSIS_ENV),
         iterations="results/aggregate/iterations.parquet",
     output:
-        FIGURE_FILES,
+        pdf=FIGURE_FILES[0],
+        png=FIGURE_FILES[1],
     log:
         "results/logs/figures.log",
     conda:
-        conda_env(spec.ANALYSIS_ENV)
+        env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
         script=SCRIPTS / "figures.py",
         first=config["figures"]["first_iterations"],
     shell:
         "{params.python} {params.script} --iterations {input.iterations} "
-        "--first {params.first} --out {output[0]} --out {output[1]} > {log} 2>&1"
+        "--first {params.first} --out {output.pdf} --out {output.png} > {log} 2>&1"

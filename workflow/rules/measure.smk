@@ -15,12 +15,12 @@ rule measure:
         spec.RAW_PATTERN.replace("results/raw/", "results/benchmarks/measure/").replace(
             ".parquet", ".tsv"
         )
+    conda:
+        lambda wc: env_file(framework_env(wc))
     threads: lambda wc: int(wc.threads)
     # Timing jobs never share the machine with each other (limit set in profiles/default).
     resources:
         timing_lock=1,
-    conda:
-        lambda wc: conda_env(framework_env(wc))
     params:
         python=lambda wc: env_python(framework_env(wc)),
         script=SCRIPTS / "measure.py",

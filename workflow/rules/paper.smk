@@ -18,7 +18,7 @@ rule paper:
     log:
         "results/logs/paper.log",
     conda:
-        conda_env(spec.ANALYSIS_ENV)
+        env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
         script=SCRIPTS / "render_paper.py",

@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+"""What the pipeline itself costs: wall time, measured step time, per-job overhead.
+
+Runs `snakemake --cores 8` (default config unless --configfile) in a fresh copy of this
+checkout, so your own results/ are never touched, then reports:
+  - total wall time of the run, and the time per rule (Snakemake's benchmark files);
+  - the sum of measured step time (what the study is about) and of all timed iterations;
+  - per timing job: process start-up (interpreter, before the script's first line), imports
+    (framework + harness), prepare (data, weights, compile), timed loop, gradients, and the
+    rest of the job (writing files, Snakemake's shell, environment activation).
+
+    python benchmarks/pipeline_cost.py            # environments reused from ./.venvs (warm)
+    python benchmarks/pipeline_cost.py --cold     # environments built from scratch too
+    python benchmarks/pipeline_cost.py --analyse DIR   # report on an existing run only
+
+The report is printed and written as JSON to results/benchmarks/pipeline_cost.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow" / "scripts"))
+
+from adbench import schema  # noqa: E402
+
+PHASES = ("startup_s", "import_s", "prepare_s", "timed_loop_s", "gradients_s", "rest_s")
+
+
+def fresh_copy(dest: Path, cold: bool) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, check=True,
+    ).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    if not cold and (REPO / ".venvs").is_dir():
+        # Linked, not copied (they are large); their receipts keep them up to date.
+        (dest / ".venvs").symlink_to(REPO / ".venvs")
+
+
+def run_pipeline(workdir: Path, snakemake_args: list[str]) -> float:
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "8", *snakemake_args]
+    print("$ " + " ".join(cmd), file=sys.stderr)
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=workdir, check=True)
+    return time.perf_counter() - start
+
+
+def job_costs(workdir: Path) -> pd.DataFrame:
+    """One row per timing job: its wall time split into phases."""
+    rows = []
+    for raw in sorted(glob.glob(str(workdir / "results/raw/**/*.parquet"), recursive=True)):
+        info = schema.read_provenance(raw)
+        bench = raw.replace("/results/raw/", "/results/benchmarks/measure/")
+        job_s = float(pd.read_csv(bench.replace(".parquet", ".tsv"), sep="\t")["s"].iloc[0])
+        phases = info.get("phases", {})
+        started = info.get("process_started_at_epoch")
+        startup = info["script_started_at_epoch"] - started if started else float("nan")
+        row = {**info["cell"], "status": info["status"], "job_s": job_s, "startup_s": startup,
+               **{k: phases.get(k, float("nan")) for k in PHASES[1:5]}}
+        steps = pq.read_table(raw).to_pandas()
+        row["measured_step_s"] = steps.loc[steps["phase"] == "measured", "step_s"].sum()
+        row["all_iterations_s"] = steps["step_s"].sum()
+        row["rest_s"] = job_s - sum(row[k] for k in PHASES[:5] if pd.notna(row[k]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def rule_times(workdir: Path) -> pd.Series:
+    """Seconds per rule from Snakemake's benchmark files (timing jobs only have them)."""
+    files = glob.glob(str(workdir / "results/benchmarks/**/*.tsv"), recursive=True)
+    totals = {}
+    for f in files:
+        rule = Path(f).relative_to(workdir / "results/benchmarks").parts[0]
+        totals[rule] = totals.get(rule, 0.0) + float(pd.read_csv(f, sep="\t")["s"].iloc[0])
+    return pd.Series(totals, dtype=float)
+
+
+def report(workdir: Path, wall_s: float | None) -> dict:
+    jobs = job_costs(workdir)
+    per_framework = jobs.groupby("framework")[list(PHASES) + ["job_s"]].mean().round(3)
+    summary = {
+        "workdir": str(workdir),
+        "total_wall_s": wall_s,
+        "timing_jobs": int(len(jobs)),
+        "sum_timing_job_wall_s": float(jobs["job_s"].sum()),
+        "sum_measured_step_s": float(jobs["measured_step_s"].sum()),
+        "sum_all_timed_iterations_s": float(jobs["all_iterations_s"].sum()),
+        "mean_overhead_per_job_s": float((jobs["job_s"] - jobs["all_iterations_s"]).mean()),
+        "mean_phase_per_job_s": {k: float(jobs[k].mean()) for k in PHASES},
+        "per_framework_mean_s": per_framework.to_dict(orient="index"),
+        "rule_seconds": rule_times(workdir).round(2).to_dict(),
+    }
+    print(f"\nPipeline cost ({len(jobs)} timing jobs, {workdir})")
+    if wall_s is not None:
+        print(f"  total wall time              {wall_s:8.1f} s")
+    print(f"  sum of timing-job wall time  {summary['sum_timing_job_wall_s']:8.1f} s")
+    print(f"  sum of measured step time    {summary['sum_measured_step_s']:8.2f} s")
+    print(f"  sum of all timed iterations  {summary['sum_all_timed_iterations_s']:8.2f} s")
+    print(f"  overhead per timing job      {summary['mean_overhead_per_job_s']:8.2f} s (mean)")
+    print("\nPer-job phases, mean seconds, by framework:")
+    print(per_framework.to_string())
+    return summary
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cold", action="store_true", help="build the environments too")
+    p.add_argument("--analyse", metavar="DIR", help="only report on an existing run in DIR")
+    p.add_argument("--keep", action="store_true", help="keep the temporary run directory")
+    args, snakemake_args = p.parse_known_args(argv)
+    if args.analyse:
+        summary = report(Path(args.analyse).resolve(), None)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="adbench-cost-"))
+        try:
+            fresh_copy(workdir, args.cold)
+            wall = run_pipeline(workdir, snakemake_args)
+            summary = report(workdir, wall)
+            summary["cold"] = args.cold
+        finally:
+            if not args.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+    out = REPO / "results/benchmarks/pipeline_cost.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2, default=str))
+    print(f"\nwritten: {out.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
