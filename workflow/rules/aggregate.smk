@@ -6,6 +6,7 @@ rule aggregate:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         raw=raw_files(),
+        code=code("aggregate.py", "stats.py", "schema.py", "spec.py"),
     output:
         iterations="results/aggregate/iterations.parquet",
         cells="results/aggregate/cells.parquet",
@@ -19,7 +20,6 @@ rule aggregate:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        script=SCRIPTS / "aggregate.py",
         settings=json.dumps(
             {
                 "grid": config["grid"],
@@ -28,7 +28,7 @@ rule aggregate:
             }
         ),
     shell:
-        "{params.python} {params.script} --settings {params.settings:q} "
+        "{params.python} {input.code[0]} --settings {params.settings:q} "
         "--outdir results/aggregate {input.raw} > {log} 2>&1"
 
 
@@ -36,6 +36,7 @@ rule check_gradients:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         gradients=gradient_files(),
+        code=code("check_gradients.py", "spec.py"),
     output:
         csv="results/checks/gradients.csv",
         md="results/checks/gradients.md",
@@ -45,10 +46,9 @@ rule check_gradients:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        script=SCRIPTS / "check_gradients.py",
         tolerance=config["gradient_check"]["tolerance"],
     shell:
-        "{params.python} {params.script} --tolerance {params.tolerance} "
+        "{params.python} {input.code[0]} --tolerance {params.tolerance} "
         "--csv {output.csv} --md {output.md} {input.gradients} 2>&1 | tee {log}"
 
 
@@ -57,6 +57,7 @@ rule tables:
         env_inputs(spec.ANALYSIS_ENV),
         summary="results/aggregate/summary.parquet",
         cells="results/aggregate/cells.parquet",
+        code=code("make_tables.py", "tables.py", "stats.py", "spec.py"),
     output:
         TABLE_FILES,
     log:
@@ -65,7 +66,6 @@ rule tables:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        script=SCRIPTS / "make_tables.py",
     shell:
-        "{params.python} {params.script} --summary {input.summary} --cells {input.cells} "
+        "{params.python} {input.code[0]} --summary {input.summary} --cells {input.cells} "
         "--outdir results/tables > {log} 2>&1"

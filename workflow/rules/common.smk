@@ -95,6 +95,21 @@ def framework_env(wildcards):
     return spec.FRAMEWORKS[wildcards.framework].env
 
 
+# ------------------------------------------------------------------ code as input
+# A job's own code is one of its inputs: editing a backend re-measures its cells, editing
+# figures.py redraws the figure (Snakemake tracks the shell line, not the files it runs).
+HARNESS = ["spec.py", "timing.py", "schema.py", "provenance.py", "backends/__init__.py"]
+
+
+def code(script, *modules):
+    return [str(SCRIPTS / script)] + [str(SCRIPTS / "adbench" / m) for m in modules]
+
+
+def measure_code(wildcards):
+    backend = f"backends/{spec.FRAMEWORKS[wildcards.framework].backend}.py"
+    return code("measure.py", *HARNESS, backend)
+
+
 # ------------------------------------------------------------------ cells and outputs
 def raw_files():
     return [cell.raw_path for cell in CELLS]

@@ -5,6 +5,7 @@ rule figure_first_iterations:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         iterations="results/aggregate/iterations.parquet",
+        code=code("figures.py", "spec.py"),
     output:
         pdf=FIGURE_FILES[0],
         png=FIGURE_FILES[1],
@@ -14,8 +15,7 @@ rule figure_first_iterations:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        script=SCRIPTS / "figures.py",
         first=config["figures"]["first_iterations"],
     shell:
-        "{params.python} {params.script} --iterations {input.iterations} "
+        "{params.python} {input.code[0]} --iterations {input.iterations} "
         "--first {params.first} --out {output.pdf} --out {output.png} > {log} 2>&1"

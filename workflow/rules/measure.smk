@@ -4,6 +4,7 @@
 rule measure:
     input:
         lambda wc: env_inputs(framework_env(wc)),
+        code=measure_code,
     output:
         raw=spec.RAW_PATTERN,
         gradients=spec.GRADIENT_PATTERN,
@@ -23,10 +24,9 @@ rule measure:
         timing_lock=1,
     params:
         python=lambda wc: env_python(framework_env(wc)),
-        script=SCRIPTS / "measure.py",
         workload=workload_args(),
     shell:
-        "{params.python} {params.script} --framework {wildcards.framework} "
+        "{params.python} {input.code[0]} --framework {wildcards.framework} "
         "--mode {wildcards.mode} --model {wildcards.model} --task {wildcards.task} "
         "--device {wildcards.device} --threads {wildcards.threads} --seed {wildcards.seed} "
         "{params.workload} --out {output.raw} --gradients {output.gradients} > {log} 2>&1"

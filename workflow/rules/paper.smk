@@ -6,8 +6,9 @@ rule paper:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         template="report/paper.tex.j2",
+        code=code("render_paper.py"),
         bib="report/references.bib",
-        published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.csv")),
+        published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.*")),
         tables=TABLE_FILES,
         figure=FIGURE_FILES[0],
         gradients="results/checks/gradients.csv",
@@ -21,9 +22,8 @@ rule paper:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        script=SCRIPTS / "render_paper.py",
     shell:
-        "{params.python} {params.script} --template {input.template} --bib {input.bib} "
+        "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
         "--published report/published --tables results/tables --figure {input.figure} "
         "--gradients {input.gradients} --environment {input.environment} "
         "--first-iterations {input.first} --out {output} > {log} 2>&1"

@@ -59,10 +59,10 @@ def main(argv=None) -> int:
         reference = ok.iloc[0] if len(ok) else None
         for r in group.itertuples():
             compared = reference is not None and r.status == "ok"
-            error = relative_error(r.grads, reference.grads) if compared else float("nan")
+            error = relative_error(r.grads, reference["grads"]) if compared else float("nan")
             rows.append({
                 **{k: getattr(r, k) for k in GROUP}, "framework": r.framework, "mode": r.mode,
-                "reference": f"{reference.framework}/{reference.mode}" if compared else "",
+                "reference": f"{reference['framework']}/{reference['mode']}" if compared else "",
                 "max_rel_error": error, "status": r.status,
                 "passed": bool(compared and error <= args.tolerance),
             })

@@ -39,9 +39,13 @@ def plot(iterations: pd.DataFrame, first: int):
     device, threads = condition.iloc[0]
     data = data[(data["device"] == device) & (data["threads"] == threads)]
     pairs = panels(data)
-    fig, axes = plt.subplots(1, len(pairs), figsize=(3.2 * len(pairs), 2.8), sharey=True,
-                             squeeze=False)
-    for ax, (framework, mode) in zip(axes[0], pairs):
+    columns = min(2, len(pairs))  # 2 x 2 for the four modes: legible at a page's width
+    n_rows = -(-len(pairs) // columns)
+    fig, axes = plt.subplots(n_rows, columns, figsize=(3.4 * columns, 2.6 * n_rows + 0.4),
+                             sharey=True, squeeze=False)
+    for ax in axes.flat[len(pairs):]:
+        ax.set_visible(False)
+    for ax, (framework, mode) in zip(axes.flat, pairs):
         cell = data[(data["framework"] == framework) & (data["mode"] == mode)]
         warm = cell.loc[cell["phase"] == "warmup", "iteration"]
         if len(warm):
@@ -54,8 +58,9 @@ def plot(iterations: pd.DataFrame, first: int):
         ax.set_title(f"{info.label} {info.modes[mode].label}", fontsize=9)
         ax.set_yscale("log")
         ax.set_xlabel("iteration")
-    axes[0][0].set_ylabel("step time (ms)")
-    axes[0][-1].legend(fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("step time (ms)")
+    axes.flat[0].legend(fontsize=7)
     fig.suptitle(f"First {first} iterations, seed {seed}, {device}, {threads} thread(s)",
                  fontsize=9)
     fig.tight_layout()

@@ -35,12 +35,6 @@ MODE_LABELS = {"eager": "eager", "script": "TorchScript", "graph": "tf.function"
 
 # Statements of the study's text (not its tables), for the discussion.  Section numbers refer
 # to the study (shared/seeds/000_6ecfd0c259f766ce.txt).
-STUDY_CLAIMS = {
-    "n_trials": 5,  # Tables 1-2 captions
-    "first_iteration_factor": 50,  # §3.1.3 "approximately 50x"
-    "gradient_agreement": 1e-5,  # §3.1.1 mean difference between frameworks
-    "n_samples": 60000, "batch_size": 128, "n_batches": 469,  # §3.1.1
-}
 
 
 def log(message: str) -> None:
@@ -318,10 +312,13 @@ def study_context(published: Path, pub1: pd.DataFrame, pub2: pd.DataFrame) -> di
                "printed": f"{compiled['improvement']:.2f}"}
     resnet = pd.read_csv(published / "table4_resnet50.csv").set_index(["framework", "mode"])
     get = lambda fw, mode: resnet.loc[(fw, mode), "runtime_s"]  # noqa: E731
+    # Numbers the study states in its text; "_"-keys are their sources.
+    claims = {k: v for k, v in json.loads((published / "claims.json").read_text()).items()
+              if not k.startswith("_")}
     return {
-        **STUDY_CLAIMS,
+        **claims,
         "example": example,
-        "gradient_agreement": sci(STUDY_CLAIMS["gradient_agreement"]),
+        "gradient_agreement": sci(claims["gradient_agreement"]),
         "resnet_torch_eager_s": f"{get('torch', 'eager'):g}",
         "resnet_torch_script_s": f"{get('torch', 'script'):g}",
         "resnet_tf_graph_s": f"{get('tensorflow', 'graph'):g}",
