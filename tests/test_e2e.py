@@ -20,6 +20,9 @@ import yaml
 
 from adbench import schema, spec
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import pipeline_cost  # noqa: E402  (its fresh copy of the checkout, shared)
+
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONFIG = ".test/config.yaml"
@@ -27,15 +30,8 @@ TINY = yaml.safe_load((REPO / TEST_CONFIG).read_text())
 
 
 def fresh_checkout(dest: Path) -> Path:
-    """The files a clone has: tracked plus untracked-but-not-ignored (work in progress)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, check=True,
-    ).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, dest / name)
+    """The files a clone has (plus uncommitted work), no environments: a newcomer's tree."""
+    pipeline_cost.fresh_copy(dest, cold=True)
     return dest
 
 
