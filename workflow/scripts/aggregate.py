@@ -32,7 +32,10 @@ def cell_record(path: str) -> dict:
         "versions": json.dumps(info.get("versions", {}), sort_keys=True),
         "device_name": info.get("device_name"),
         "cpu_model": info.get("cpu_model"),
+        "cpu_count": info.get("cpu_count"),
         "hostname": info.get("hostname"),
+        "platform": info.get("platform"),
+        "python": info.get("python"),
         "git_commit": info.get("git_commit"),
         "git_dirty": info.get("git_dirty"),
         "config_hash": info.get("config_hash"),
@@ -43,21 +46,27 @@ def cell_record(path: str) -> dict:
 
 
 def environment(cells: pd.DataFrame, settings: dict) -> dict:
-    """What the paper says about where and with what the numbers were measured."""
+    """What the paper says about where and with what the numbers were measured.
+
+    Machine and software facts come from the timing processes' provenance, not from this one.
+    """
     first = cells.iloc[0]
+
+    def distinct(column):
+        return ", ".join(str(v) for v in sorted(set(cells[column].dropna()))) or None
+
     versions: dict[str, str] = {}
     for blob in cells["versions"]:
         versions.update(json.loads(blob))
-    commits = sorted(set(cells["git_commit"].dropna()))
     return {
         "cpu_model": first["cpu_model"],
-        "cpu_count": os.cpu_count(),
+        "cpu_count": int(first["cpu_count"]) if pd.notna(first["cpu_count"]) else None,
         "hostname": first["hostname"],
-        "platform": sys.platform,
-        "python": sys.version.split()[0],
+        "platform": distinct("platform"),
+        "python": distinct("python"),
         "versions": versions,
         "device_names": sorted(set(cells["device_name"].dropna())),
-        "git_commit": commits[0] if len(commits) == 1 else ", ".join(commits) or None,
+        "git_commit": distinct("git_commit"),
         "git_dirty": bool(cells["git_dirty"].fillna(False).any()),
         "seeds": settings["grid"]["seeds"],
         "threads": settings["grid"]["threads"],
