@@ -179,3 +179,14 @@ def test_workload_fields_are_the_cli_defaults():
     defaults = {f.name: f.default for f in dataclasses.fields(spec.Workload) if f.name not in
                 ("model", "seed")}
     assert defaults == {"n_samples": 60000, "batch_size": 128, "warmup": 5, "iterations": 469}
+
+
+def test_make_batches_are_the_epochs_slices_in_order():
+    full = spec.Workload(model="mlp512", seed=1, warmup=10, iterations=469)
+    batches = spec.make_batches(full)
+    assert len(batches) == 469 and len(batches[-1][0]) == 96
+    x, y = spec.make_data(full)
+    assert np.array_equal(np.concatenate([b[0] for b in batches]), x)
+    assert np.array_equal(np.concatenate([b[1] for b in batches]), y)
+    short = spec.Workload(model="mlp512", seed=1, warmup=2, iterations=3)
+    assert len(spec.make_batches(short)) == 5

@@ -228,6 +228,14 @@ def make_data(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def make_batches(workload: Workload) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The distinct batches a job uses, in order; iteration i uses batch i % len(batches)."""
+    x, y = make_data(workload)
+    bounds = [workload.batch_bounds(i)
+              for i in range(min(workload.total_iterations, workload.n_batches))]
+    return [(x[lo:hi], y[lo:hi]) for lo, hi in bounds]
+
+
 def make_weights(workload: Workload) -> list[tuple[np.ndarray, np.ndarray]]:
     """Glorot-uniform weights (in, out) and zero biases, float32, from the seed.
 

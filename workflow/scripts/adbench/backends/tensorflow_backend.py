@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from adbench.backends import Prepared, UnsupportedCell
-from adbench.spec import Workload, make_data, make_weights
+from adbench.spec import Workload, make_batches, make_weights
 from adbench.timing import split_timer, whole_timer
 
 
@@ -48,14 +48,10 @@ def prepare(workload: Workload, mode: str, device: str) -> Prepared:
         raise UnsupportedCell("device cuda requested but TensorFlow sees no GPU")
     tf_device = "/GPU:0" if device == "cuda" else "/CPU:0"
     sync = tf.test.experimental.sync_devices if device == "cuda" else (lambda: None)
-    x, y = make_data(workload)
-    n_inputs, n_outputs = x.shape[1], y.shape[1]
+    arch = workload.architecture
     with tf.device(tf_device):
         # All batches placed on the device up front: data transfer is not part of the timing.
-        batches = []
-        for i in range(min(workload.total_iterations, workload.n_batches)):
-            lo, hi = workload.batch_bounds(i)
-            batches.append((tf.constant(x[lo:hi]), tf.constant(y[lo:hi])))
+        batches = [(tf.constant(x), tf.constant(y)) for x, y in make_batches(workload)]
         params = [tf.Variable(array) for layer in make_weights(workload) for array in layer]
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
 
@@ -84,8 +80,8 @@ def prepare(workload: Workload, mode: str, device: str) -> Prepared:
     elif mode == "graph":
         # A batch dimension of None: the shorter last batch of the epoch does not retrace.
         signature = [
-            tf.TensorSpec([None, n_inputs], tf.float32),
-            tf.TensorSpec([None, n_outputs], tf.float32),
+            tf.TensorSpec([None, arch.n_inputs], tf.float32),
+            tf.TensorSpec([None, arch.n_outputs], tf.float32),
         ]
 
         @tf.function(input_signature=signature)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from adbench.backends import Prepared, UnsupportedCell
-from adbench.spec import Workload, make_data, make_weights
+from adbench.spec import Workload, make_batches, make_weights
 from adbench.timing import split_timer, whole_timer
 
 
@@ -60,12 +60,9 @@ def _torch_device(device: str) -> torch.device:
 def prepare(workload: Workload, mode: str, device: str) -> Prepared:
     dev = _torch_device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    x, y = make_data(workload)
     # All batches moved to the device up front: data transfer is not part of the timing.
-    batches = []
-    for i in range(min(workload.total_iterations, workload.n_batches)):
-        lo, hi = workload.batch_bounds(i)
-        batches.append((torch.from_numpy(x[lo:hi]).to(dev), torch.from_numpy(y[lo:hi]).to(dev)))
+    batches = [(torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev))
+               for x, y in make_batches(workload)]
     params = [
         torch.from_numpy(array).to(dev).requires_grad_(True)
         for layer in make_weights(workload)
