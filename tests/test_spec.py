@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -81,15 +79,48 @@ def test_cell_from_path_rejects_foreign_paths(path, pattern):
 
 # ------------------------------------------------------------------ models
 def test_parameter_counts_of_the_three_mlps():
-    counts = {name: mlp.n_parameters for name, mlp in spec.MODELS.items()}
+    counts = {name: spec.MODELS[name].n_parameters for name in spec.MLPS}
     assert counts == {"mlp512": 407050, "mlp354x2": 407110, "mlp294x3": 407200}
     # The study's published counts are the weight matrices alone, without biases.
-    published = {"mlp512": 406528, "mlp354x2": 406392, "mlp294x3": 406308}
-    for name, mlp in spec.MODELS.items():
-        biases = sum(mlp.layer_sizes[1:])
-        assert mlp.n_parameters - biases == published[name]
-        shapes = [w.shape for w, _ in spec.make_weights(spec.Workload(name, seed=0))]
-        assert sum(a * b for a, b in shapes) == published[name]
+    for name in spec.MLPS:
+        weights = [p for p in spec.MODELS[name].params if p.name.endswith(".weight")]
+        assert sum(p.size for p in weights) == spec.MODELS[name].study_parameters
+
+
+def test_resnet50_has_torchvisions_parameter_count():
+    assert spec.MODELS["resnet50"].n_parameters == 25_557_032
+
+
+def test_every_model_states_its_source_choices_and_derivative_shapes():
+    for name, model in spec.MODELS.items():
+        assert model.source and model.choices and model.label, name
+        assert model.reference in ("numpy", *spec.FRAMEWORKS), name
+        rows = model.n_jacobian_rows
+        assert 1 <= rows <= model.n_outputs
+        assert model.jacobian_shape() == (rows, *model.input_shape)
+        assert len({p.name for p in model.params}) == len(model.params), name
+
+
+def test_every_table_names_known_models_tasks_and_quantities():
+    for table in spec.TABLES:
+        assert set(table.models) <= set(spec.MODELS), table.name
+        assert set(table.tasks) <= set(spec.TASKS), table.name
+        assert table.quantity in ("forward_s", "backward_s", "step_s")
+    assert len(set(spec.TABLE_NAMES)) == len(spec.TABLES)
+    covered = {(m, t) for table in spec.TABLES for m in table.models for t in table.tasks}
+    assert {m for m, _ in covered} == set(spec.MODELS)
+    assert {t for _, t in covered} == set(spec.TASKS)
+
+
+def test_timed_quantities_split_only_what_the_clock_can_separate():
+    assert spec.timed_quantities("torch", "eager", "backward") == (
+        "forward_s", "backward_s", "step_s")
+    assert spec.timed_quantities("torch", "script", "jacobian_rows") == (
+        "forward_s", "backward_s", "step_s")
+    assert spec.timed_quantities("tensorflow", "graph", "backward") == ("step_s",)
+    for framework, info in spec.FRAMEWORKS.items():
+        for mode in info.modes:
+            assert spec.timed_quantities(framework, mode, "jacobian_vectorized") == ("step_s",)
 
 
 # ------------------------------------------------------------------ data and weights
@@ -99,11 +130,10 @@ def small(seed=0, **kw):
 
 
 def test_data_is_deterministic_per_seed_float32_with_one_hot_labels():
-    x, y = spec.make_data(small(seed=5))
-    x2, y2 = spec.make_data(small(seed=5))
-    x3, y3 = spec.make_data(small(seed=6))
-    assert np.array_equal(x, x2) and np.array_equal(y, y2)
-    assert not np.array_equal(x, x3) and not np.array_equal(y, y3)
+    d, d2, d3 = (spec.make_data(small(seed=s)) for s in (5, 5, 6))
+    assert np.array_equal(d["x"], d2["x"]) and np.array_equal(d["y"], d2["y"])
+    assert not np.array_equal(d["x"], d3["x"]) and not np.array_equal(d["y"], d3["y"])
+    x, y = d["x"], d["y"]
     assert x.dtype == y.dtype == np.float32
     assert x.shape == (300, 784) and y.shape == (300, 10)
     assert 0.0 <= x.min() and x.max() < 1.0
@@ -111,13 +141,37 @@ def test_data_is_deterministic_per_seed_float32_with_one_hot_labels():
     assert np.all(y.sum(axis=1) == 1.0)
 
 
-def test_weights_are_deterministic_per_seed_float32_glorot_and_zero_bias():
-    w5, w5b, w6 = (spec.make_weights(small(seed=s)) for s in (5, 5, 6))
-    sizes = spec.MODELS["mlp512"].layer_sizes
-    assert [(w.shape, b.shape) for w, b in w5] == [((784, 512), (512,)), ((512, 10), (10,))]
-    for (w, b), (wb, _), (w_other, _), fan_in, fan_out in zip(w5, w5b, w6, sizes, sizes[1:]):
-        assert w.dtype == b.dtype == np.float32
-        assert np.array_equal(w, wb) and not np.array_equal(w, w_other)
+def test_first_rows_do_not_depend_on_how_many_rows_a_job_needs():
+    short, long = spec.make_data(small(n_samples=60000)), spec.make_data(small(n_samples=300))
+    for key in short:
+        assert np.array_equal(short[key][:128], long[key][:128]), key
+
+
+@pytest.mark.parametrize("model", list(spec.MODELS))
+def test_every_model_gets_data_of_its_shapes(model):
+    m = spec.MODELS[model]
+    workload = spec.Workload(model=model, seed=0, n_samples=4, batch_size=2, warmup=0,
+                             iterations=1)
+    data = spec.make_data(workload)
+    assert data["x"].shape[1:] == m.input_shape and data["x"].dtype == np.float32
+    if m.loss == "l2":
+        assert data["y"].shape[1:] == m.output_shape
+    if m.loss in ("xent", "ctc"):
+        assert data["y"].dtype == np.int64 and data["y"].min() >= (1 if m.loss == "ctc" else 0)
+    if m.family == "rnn_cell":
+        assert data["h0"].shape == (len(data["x"]), m.arch["hidden"])
+    params = spec.make_params(workload)
+    assert [a.shape for a in params] == [p.shape for p in m.params]
+    assert all(a.dtype == np.float32 for a in params)
+
+
+def test_params_are_deterministic_per_seed_float32_glorot_and_zero_bias():
+    p5, p5b, p6 = (spec.make_params(small(seed=s)) for s in (5, 5, 6))
+    sizes = spec.MODELS["mlp512"].arch["sizes"]
+    assert [a.shape for a in p5] == [(784, 512), (512,), (512, 10), (10,)]
+    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
+        w, b = p5[2 * i], p5[2 * i + 1]
+        assert np.array_equal(w, p5b[2 * i]) and not np.array_equal(w, p6[2 * i])
         assert np.all(b == 0)
         assert np.abs(w).max() <= np.sqrt(6.0 / (fan_in + fan_out))
 
@@ -132,61 +186,33 @@ def test_full_epoch_batches_and_rows_needed():
     assert epoch.rows_needed() == 60000
 
 
+def test_jacobian_tasks_use_one_example_per_iteration():
+    workload = spec.Workload(model="cnn", seed=0, task="jacobian_rows", warmup=1, iterations=2)
+    batches = spec.make_batches(workload)
+    assert len(batches) == 3 and all(len(b["x"]) == 1 for b in batches)
+    assert spec.Workload(model="cnn", seed=0, task="loss_jacobian").rows_per_batch == 128
+
+
 def test_short_runs_generate_only_the_rows_they_touch():
     assert small(n_samples=60000).rows_needed() == 3 * 128  # 1 warm-up + 2 measured batches
     assert small(n_samples=300, iterations=10).rows_needed() == 300  # wraps: the whole set
-    x, _ = spec.make_data(small(n_samples=60000))
-    assert len(x) == 3 * 128
+    assert len(spec.make_data(small(n_samples=60000))["x"]) == 3 * 128
 
 
-# ------------------------------------------------------------------ reference gradients
-def _loss(x, y, params):
-    h = x.astype(np.float64)
-    n = len(params) // 2
-    for i in range(n):
-        h = h @ params[2 * i] + params[2 * i + 1]
-        if i < n - 1:
-            h = np.maximum(h, 0.0)
-    return np.linalg.norm(y.astype(np.float64) - h)
-
-
-@pytest.mark.parametrize("model", ["mlp512", "mlp294x3"])
-def test_reference_gradients_match_central_finite_differences(model):
-    workload = spec.Workload(model=model, seed=3, n_samples=8, batch_size=8, warmup=0,
-                             iterations=1)
-    x, y = spec.make_data(workload)
-    loss, grads = spec.reference_gradients(workload, x, y)
-    params = [p.astype(np.float64) for layer in spec.make_weights(workload) for p in layer]
-    assert [g.shape for g in grads] == [p.shape for p in params]
-    assert loss == pytest.approx(_loss(x, y, params), rel=1e-12)
-
-    rng = np.random.default_rng(0)
-    eps = 1e-6
-    for t in (0, 1, len(params) - 2, len(params) - 1):  # first and last weights and biases
-        largest = np.unravel_index(np.argmax(np.abs(grads[t])), grads[t].shape)
-        randoms = [tuple(int(rng.integers(n)) for n in params[t].shape) for _ in range(2)]
-        for idx in [largest, *randoms]:
-            plus, minus = [p.copy() for p in params], [p.copy() for p in params]
-            plus[t][idx] += eps
-            minus[t][idx] -= eps
-            numeric = (_loss(x, y, plus) - _loss(x, y, minus)) / (2 * eps)
-            assert grads[t][idx] == pytest.approx(numeric, rel=1e-6, abs=1e-9), (t, idx)
-    assert all(np.abs(g).max() > 1e-3 for g in grads)  # not trivially zero
-
-
-def test_workload_fields_are_the_cli_defaults():
-    # measure.py takes its defaults from these; the study's epoch is the default.
-    defaults = {f.name: f.default for f in dataclasses.fields(spec.Workload) if f.name not in
-                ("model", "seed")}
-    assert defaults == {"n_samples": 60000, "batch_size": 128, "warmup": 5, "iterations": 469}
+def test_workload_defaults_are_the_models():
+    assert spec.Workload(model="mlp512", seed=0).batch_size == 128
+    rnn = spec.Workload(model="rnn_cell", seed=0)
+    assert (rnn.batch_size, rnn.jacobian_rows) == (1, 20)
+    assert spec.Workload(model="resnet50", seed=0).jacobian_rows == 10
+    assert spec.Workload(model="resnet50", seed=0, jacobian_rows=3).jacobian_rows == 3
 
 
 def test_make_batches_are_the_epochs_slices_in_order():
     full = spec.Workload(model="mlp512", seed=1, warmup=10, iterations=469)
     batches = spec.make_batches(full)
-    assert len(batches) == 469 and len(batches[-1][0]) == 96
-    x, y = spec.make_data(full)
-    assert np.array_equal(np.concatenate([b[0] for b in batches]), x)
-    assert np.array_equal(np.concatenate([b[1] for b in batches]), y)
+    assert len(batches) == 469 and len(batches[-1]["x"]) == 96
+    data = spec.make_data(full)
+    for key in ("x", "y"):
+        assert np.array_equal(np.concatenate([b[key] for b in batches]), data[key])
     short = spec.Workload(model="mlp512", seed=1, warmup=2, iterations=3)
     assert len(spec.make_batches(short)) == 5

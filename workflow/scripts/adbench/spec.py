@@ -1,8 +1,18 @@
 """Framework-neutral description of the experiment grid and its workloads.
 
-This is the one place for the valid (framework, mode) table, the model registry and the
-raw-file layout.  Nothing here imports a deep-learning framework: the Snakefile, the timing
-jobs in every framework's environment and the analysis scripts all import it.
+The one place for the valid (framework, mode) table, the tasks, the model registry, the
+study's tables and the raw-file layout.  Nothing here imports a deep-learning framework:
+the Snakefile, the timing jobs in every framework's environment and the analysis scripts
+all import it.
+
+Canonical layouts (every backend converts to its own once, at preparation, and converts
+gradients and Jacobians back before they are compared):
+    dense weight   (in, out)            y = x @ W + b
+    conv weight    (out, in, kh, kw)    images (N, C, H, W)
+    LSTM           W_ih (in, 4H), W_hh (H, 4H), b (4H); gates i, f, g, o
+    attention      W_q, W_k, W_v, W_o (E, E) as x @ W; biases (E,)
+    rnn_cell       W_h (20, 20), W_x (20, 10) as in the slides: tanh(W_h h^T + W_x x^T)
+    batch norm     gamma, beta (C,); inference mode, running mean 0 and variance 1
 """
 
 from __future__ import annotations
@@ -17,18 +27,16 @@ from typing import Iterable, Iterator
 import numpy as np
 
 
+# ================================================================ frameworks and modes
 @dataclasses.dataclass(frozen=True)
 class ModeInfo:
-    """How one (framework, mode) pair runs and what its timing can separate."""
+    """How one (framework, mode) pair runs."""
 
     compiled: bool
     label: str
     description: str
-
-    @property
-    def timed_quantities(self) -> tuple[str, ...]:
-        # A compiled step fuses forward and backward: only the whole step can be timed.
-        return ("step_s",) if self.compiled else ("forward_s", "backward_s", "step_s")
+    # The whole step (forward and derivative) is one compiled call: it cannot be split.
+    whole_step: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,10 +56,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         env="torch",
         backend="torch_backend",
         modes={
-            "eager": ModeInfo(False, "eager", "loss.backward() on the define-by-run graph"),
-            "script": ModeInfo(
-                True, "TorchScript", "torch.jit.script of the whole step (forward + autograd.grad)"
-            ),
+            "eager": ModeInfo(False, "eager", "torch.nn modules, loss.backward() / "
+                              "torch.autograd on the define-by-run graph"),
+            "script": ModeInfo(True, "TorchScript", "torch.jit.script of the model and its "
+                               "loss (one scripted module); derivatives by torch.autograd"),
         },
     ),
     "tensorflow": FrameworkInfo(
@@ -59,69 +67,333 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         env="tensorflow",
         backend="tensorflow_backend",
         modes={
-            "eager": ModeInfo(False, "eager", "tf.GradientTape, then tape.gradient()"),
-            "graph": ModeInfo(
-                True, "tf.function", "tf.function of the whole step (forward + tape.gradient)"
-            ),
+            "eager": ModeInfo(False, "eager", "Keras layers under tf.GradientTape, then "
+                              "tape.gradient / tape.jacobian"),
+            "graph": ModeInfo(True, "tf.function", "tf.function of the whole step (forward "
+                              "and tape.gradient / tape.jacobian)", whole_step=True),
         },
     ),
 }
 ANALYSIS_ENV = "analysis"
-
 DEVICES = ("cpu", "cuda")
-# Tables the pipeline writes (results/tables/<name>.{csv,md,tex}); built by adbench.tables.
-TABLE_NAMES = ("table1_eager", "table2_compiled")
-TASKS = ("backward",)
 
 
+# ================================================================ tasks
 @dataclasses.dataclass(frozen=True)
-class MLP:
-    """The study's multi-layer perceptron: ReLU hidden layers, linear output (§3.1.1)."""
+class TaskInfo:
+    """What one iteration computes, and which derivative the correctness check compares."""
 
-    hidden: tuple[int, ...]
-    n_inputs: int = 784
-    n_outputs: int = 10
-
-    @property
-    def layer_sizes(self) -> tuple[int, ...]:
-        return (self.n_inputs, *self.hidden, self.n_outputs)
-
-    @property
-    def n_parameters(self) -> int:
-        sizes = self.layer_sizes
-        return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
-
-    @property
-    def label(self) -> str:
-        return "[" + ", ".join(str(h) for h in self.hidden) + "]"
+    label: str
+    description: str
+    derivative: str  # "gradients" (of the loss, per parameter) or "jacobian" (output w.r.t. input)
+    # Forward and derivative are two calls the clock can separate (outside whole-step modes).
+    separable: bool
 
 
-# Model registry: config names -> architectures (the study's three ~406k-parameter MLPs).
-MODELS: dict[str, MLP] = {
-    "mlp512": MLP(hidden=(512,)),
-    "mlp354x2": MLP(hidden=(354, 354)),
-    "mlp294x3": MLP(hidden=(294, 294, 294)),
+TASKS: dict[str, TaskInfo] = {
+    "backward": TaskInfo(
+        "backward", "gradient of the scalar loss w.r.t. every parameter on a batch: one "
+        "backward pass (loss.backward() / tape.gradient)", "gradients", separable=True),
+    "jacobian_rows": TaskInfo(
+        "Jacobian, row by row", "Jacobian of the model's output w.r.t. its input for one "
+        "example, one vector-Jacobian product per output row (torch.autograd.grad with "
+        "one-hot grad_outputs / tape.gradient with output_gradients, in a Python loop)",
+        "jacobian", separable=True),
+    "jacobian_vectorized": TaskInfo(
+        "Jacobian, vectorised", "the same Jacobian in one call of the framework's vectorised "
+        "Jacobian (torch.func.jacrev / tape.jacobian with pfor)", "jacobian", separable=False),
+    "loss_jacobian": TaskInfo(
+        "loss Jacobian (H0)", "Jacobian of the scalar loss w.r.t. all parameters through the "
+        "Jacobian API (torch.autograd.functional.jacobian / tape.jacobian) on the same batch "
+        "as backward: Hypothesis 0 says it costs one backward pass", "gradients",
+        separable=False),
 }
 
 
+def timed_quantities(framework: str, mode: str, task: str) -> tuple[str, ...]:
+    """The quantities (raw-schema columns) a cell records."""
+    split = TASKS[task].separable and not FRAMEWORKS[framework].modes[mode].whole_step
+    return ("forward_s", "backward_s", "step_s") if split else ("step_s",)
+
+
+# ================================================================ models
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One parameter array, canonical layout; drawn from the seed by `init`."""
+
+    name: str
+    shape: tuple[int, ...]
+    init: str = "glorot"  # glorot (uniform, from fan_in/fan_out) | lecun | zeros | ones
+    fan_in: int = 0
+    fan_out: int = 0
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+def dense(name: str, n_in: int, n_out: int, bias: bool = True) -> list[Param]:
+    params = [Param(f"{name}.weight", (n_in, n_out), "glorot", n_in, n_out)]
+    return params + ([Param(f"{name}.bias", (n_out,), "zeros")] if bias else [])
+
+
+def conv(name: str, c_in: int, c_out: int, k: int, init: str = "glorot",
+         bias: bool = True) -> list[Param]:
+    params = [Param(f"{name}.weight", (c_out, c_in, k, k), init, c_in * k * k, c_out * k * k)]
+    return params + ([Param(f"{name}.bias", (c_out,), "zeros")] if bias else [])
+
+
+def batchnorm(name: str, channels: int) -> list[Param]:
+    return [Param(f"{name}.gamma", (channels,), "ones"),
+            Param(f"{name}.beta", (channels,), "zeros")]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A model of the study, framework-neutral: every backend builds it from this."""
+
+    label: str
+    family: str  # which forward function a backend uses: mlp, cnn, lstm, resnet, ...
+    source: str  # where the seeds name it
+    choices: str  # what we chose where the seeds are silent (printed in the paper)
+    input_shape: tuple[int, ...]  # one example, canonical layout
+    output_shape: tuple[int, ...]  # one example
+    loss: str  # l2: ||y - f(x)||_2 | sum | xent (mean softmax cross-entropy) | ctc (summed)
+    params: tuple[Param, ...]
+    arch: dict = dataclasses.field(default_factory=dict)  # family-specific sizes
+    target: str = "normal"  # l2 targets: onehot | normal
+    batch_size: int = 128
+    n_samples: int = 60000
+    jacobian_rows: int | None = None  # rows of the output Jacobian computed (None: all)
+    reference: str = "numpy"  # float64 ground truth: numpy, or a float64 torch run
+    study_parameters: int | None = None  # the study's own count, where it printed one
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(p.size for p in self.params)
+
+    @property
+    def n_outputs(self) -> int:
+        return math.prod(self.output_shape)
+
+    @property
+    def n_jacobian_rows(self) -> int:
+        return self.jacobian_rows or self.n_outputs
+
+    def jacobian_shape(self, rows: int | None = None) -> tuple[int, ...]:
+        return (rows or self.n_jacobian_rows, *self.input_shape)
+
+
+MNIST = dict(input_shape=(784,), output_shape=(10,))
+IMAGE = dict(input_shape=(1, 28, 28), output_shape=(10,))
+
+
+def _mlp(hidden: tuple[int, ...], study_parameters: int) -> ModelSpec:
+    sizes = (784, *hidden, 10)
+    params = [p for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))
+              for p in dense(f"fc{i}", a, b)]
+    return ModelSpec(
+        label="[" + ", ".join(map(str, hidden)) + "]", family="mlp",
+        source="000 §3.1, Tables 1-2", choices="ReLU hidden layers, linear output, "
+        "Glorot-uniform weights, zero biases", loss="l2", target="onehot",
+        params=tuple(params), arch={"sizes": sizes}, study_parameters=study_parameters, **MNIST)
+
+
+# ---------------------------------------------------------------- ResNet50 (torchvision v1.5)
+RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # planes, blocks, stride
+RESNET_EXPANSION = 4
+
+
+def resnet_blocks(stages=RESNET50_STAGES) -> Iterator[dict]:
+    """The bottleneck blocks in order: name, in/mid/out channels, stride, projection shortcut."""
+    in_ch = 64
+    for s, (planes, blocks, stride) in enumerate(stages):
+        for b in range(blocks):
+            out_ch = planes * RESNET_EXPANSION
+            yield {"name": f"layer{s + 1}.{b}", "in": in_ch, "mid": planes, "out": out_ch,
+                   "stride": stride if b == 0 else 1, "project": b == 0}
+            in_ch = out_ch
+
+
+def _resnet50_params(n_classes: int) -> list[Param]:
+    params = conv("conv1", 3, 64, 7, "lecun", bias=False) + batchnorm("bn1", 64)
+    for blk in resnet_blocks():
+        n = blk["name"]
+        params += conv(f"{n}.conv1", blk["in"], blk["mid"], 1, "lecun", bias=False)
+        params += batchnorm(f"{n}.bn1", blk["mid"])
+        params += conv(f"{n}.conv2", blk["mid"], blk["mid"], 3, "lecun", bias=False)
+        params += batchnorm(f"{n}.bn2", blk["mid"])
+        params += conv(f"{n}.conv3", blk["mid"], blk["out"], 1, "lecun", bias=False)
+        params += batchnorm(f"{n}.bn3", blk["out"])
+        if blk["project"]:
+            params += conv(f"{n}.downsample", blk["in"], blk["out"], 1, "lecun", bias=False)
+            params += batchnorm(f"{n}.downsample_bn", blk["out"])
+    return params + dense("fc", 2048, n_classes)
+
+
+CNN_CHANNELS = (8, 16)
+LSTM_HIDDEN = 64
+ATTENTION = {"length": 8, "embed": 16}
+CTC = {"steps": 16, "features": 8, "classes": 6, "label_length": 4}  # class 0 is the blank
+RNN_CELL = {"hidden": 20, "inputs": 10}
+
+# Model registry: config names -> models. Sizes the seeds leave open are our choices, stated
+# in `choices` and printed in the paper.
+MODELS: dict[str, ModelSpec] = {
+    "mlp512": _mlp((512,), 406528),
+    "mlp354x2": _mlp((354, 354), 406392),
+    "mlp294x3": _mlp((294, 294, 294), 406308),
+    "fcn": ModelSpec(
+        label="FCN", family="mlp", source="000 §3.2, Table 3 (FCN)",
+        choices="fully-connected network 784-256-10, ReLU; sizes not stated by the study",
+        loss="l2", target="onehot", params=tuple(dense("fc0", 784, 256) + dense("fc1", 256, 10)),
+        arch={"sizes": (784, 256, 10)}, **MNIST),
+    "cnn": ModelSpec(
+        label="CNN", family="cnn", source="000 §3.2, Table 3 (CNN)",
+        choices="conv 3x3 1->8 (pad 1), ReLU, conv 3x3 8->16 (stride 2, pad 1), ReLU, "
+        "dense 3136->10 on 28x28 images; sizes not stated by the study",
+        loss="l2", target="onehot", reference="torch",
+        params=tuple(conv("conv0", 1, CNN_CHANNELS[0], 3) + conv("conv1", *CNN_CHANNELS, 3)
+                     + dense("fc", CNN_CHANNELS[1] * 14 * 14, 10)),
+        arch={"channels": CNN_CHANNELS, "kernel": 3, "strides": (1, 2), "padding": 1}, **IMAGE),
+    "lstm": ModelSpec(
+        label="LSTM", family="lstm", source="000 §3.2, Table 3 (LSTM)",
+        choices=f"one LSTM layer, hidden {LSTM_HIDDEN}, over the 28 rows of a 28x28 image "
+        "(28 steps of 28 features), dense 64->10 on the last hidden state",
+        input_shape=(28, 28), output_shape=(10,), loss="l2", target="onehot",
+        reference="torch",
+        params=(Param("lstm.W_ih", (28, 4 * LSTM_HIDDEN), "glorot", 28, 4 * LSTM_HIDDEN),
+                Param("lstm.W_hh", (LSTM_HIDDEN, 4 * LSTM_HIDDEN), "glorot", LSTM_HIDDEN,
+                      4 * LSTM_HIDDEN),
+                Param("lstm.bias", (4 * LSTM_HIDDEN,), "zeros"),
+                *dense("fc", LSTM_HIDDEN, 10)),
+        arch={"hidden": LSTM_HIDDEN, "steps": 28}),
+    "resnet50": ModelSpec(
+        label="ResNet50", family="resnet", source="000 §3.2, Table 4",
+        choices="ResNet50 v1.5 (stride in the 3x3 convolution, as torchvision), 1000 classes, "
+        "batch norm in inference mode (running mean 0, variance 1), 32x32 RGB input "
+        "(the study's was presumably 224x224), Jacobian of the first 10 of 1000 logits",
+        input_shape=(3, 32, 32), output_shape=(1000,), loss="l2", target="onehot",
+        params=tuple(_resnet50_params(1000)), arch={"stages": RESNET50_STAGES},
+        batch_size=8, n_samples=64, jacobian_rows=10, reference="torch"),
+    "dense": ModelSpec(
+        label="Dense", family="mlp", source="001 §3, Table 1 (dense layer)",
+        choices="one dense layer 256->128 without activation (Keras' default); size not "
+        "stated", input_shape=(256,), output_shape=(128,), loss="l2",
+        params=tuple(dense("fc0", 256, 128)), arch={"sizes": (256, 128), "linear": True}),
+    "attention": ModelSpec(
+        label="Self-attention", family="attention", source="001 §2 (self-attention layer)",
+        choices=f"one single-head self-attention layer (nn.MultiheadAttention / Keras "
+        f"MultiHeadAttention), sequence {ATTENTION['length']}, embedding {ATTENTION['embed']}",
+        input_shape=(ATTENTION["length"], ATTENTION["embed"]),
+        output_shape=(ATTENTION["length"], ATTENTION["embed"]), loss="l2", reference="torch",
+        params=tuple(p for n in ("q", "k", "v", "o")
+                     for p in dense(f"attn.{n}", ATTENTION["embed"], ATTENTION["embed"])),
+        arch=ATTENTION),
+    "fc_xent": ModelSpec(
+        label="FC + cross-entropy", family="mlp", source="001 §2 (fully-connected layer with "
+        "cross-entropy loss)", choices="one dense layer 784->10, mean softmax cross-entropy "
+        "over integer labels", loss="xent", params=tuple(dense("fc0", 784, 10)),
+        arch={"sizes": (784, 10), "linear": True}, **MNIST),
+    "ctc": ModelSpec(
+        label="CTC", family="ctc", source="001 §2 (CTC loss)",
+        choices=f"dense {CTC['features']}->{CTC['classes']} per time step and log-softmax over "
+        f"{CTC['steps']} steps; CTC loss (blank 0, labels of length {CTC['label_length']}), "
+        "summed over the batch", input_shape=(CTC["steps"], CTC["features"]),
+        output_shape=(CTC["steps"], CTC["classes"]), loss="ctc", reference="torch",
+        params=tuple(dense("fc", CTC["features"], CTC["classes"])), arch=CTC,
+        batch_size=16, n_samples=1024),
+    "rnn_cell": ModelSpec(
+        label="RNN cell", family="rnn_cell", source="002, the slides' example",
+        choices="next_h = tanh(W_h prev_h^T + W_x x^T), loss = sum(next_h), batch 1 as in the "
+        "slides; no biases", input_shape=(RNN_CELL["inputs"],),
+        output_shape=(RNN_CELL["hidden"],), loss="sum",
+        params=(Param("W_h", (20, 20), "glorot", 20, 20), Param("W_x", (20, 10), "glorot", 10, 20)),
+        arch=RNN_CELL, batch_size=1, n_samples=469),
+}
+
+
+# ================================================================ the study's tables, as data
+@dataclasses.dataclass(frozen=True)
+class TableInfo:
+    """One table of the paper: which cells it shows, what quantity, the study's numbers."""
+
+    name: str  # results/tables/<name>.{csv,md,tex}
+    title: str
+    models: tuple[str, ...]
+    tasks: tuple[str, ...]
+    quantity: str  # a raw-schema column
+    unit: str  # us | ms | s | 1e-5 s (the study's own units, so both sit side by side)
+    compiled: bool | None = None  # only compiled modes (True), only eager (False), all (None)
+    published: str | None = None  # report/published/<file>, the study's numbers
+    study_table: str = ""  # e.g. "000 Table 3"
+    improvement: bool = False  # eager -> compiled ratio per framework
+
+
+MLPS = ("mlp512", "mlp354x2", "mlp294x3")
+JACOBIANS = ("jacobian_rows", "jacobian_vectorized")
+TABLES: tuple[TableInfo, ...] = (
+    TableInfo("table1_eager", "Eager mode: backward pass", MLPS, ("backward",), "backward_s",
+              "us", compiled=False, published="table1_eager.csv", study_table="000 Table 1"),
+    TableInfo("table2_compiled", "Compiled mode: whole step, forward + backward", MLPS,
+              ("backward",), "step_s", "us", compiled=True, published="table2_compiled.csv",
+              study_table="000 Table 2", improvement=True),
+    TableInfo("table3_jacobian", "Jacobian of the output w.r.t. the input: FCN, CNN, LSTM",
+              ("fcn", "cnn", "lstm"), JACOBIANS, "step_s", "1e-5 s",
+              published="table3_jacobian.csv", study_table="000 Table 3"),
+    TableInfo("table4_resnet50", "Jacobian of ResNet50's output w.r.t. its input",
+              ("resnet50",), JACOBIANS, "step_s", "s", published="table4_resnet50.csv",
+              study_table="000 Table 4"),
+    TableInfo("table5_dense", "Jacobian of a dense layer", ("dense",), JACOBIANS, "step_s",
+              "s", published="table5_dense.csv", study_table="001 Table 1"),
+    TableInfo("table6_hypothesis0", "Hypothesis 0: one backward pass vs the loss Jacobian "
+              "w.r.t. all parameters", tuple(MODELS), ("backward", "loss_jacobian"), "step_s",
+              "us", study_table="001 Hypothesis 0"),
+    TableInfo("table7_layers", "The other layers the seeds name: every task",
+              ("attention", "fc_xent", "ctc", "rnn_cell"), tuple(TASKS), "step_s", "us",
+              study_table="001 §2, 002"),
+)
+TABLE_NAMES = tuple(t.name for t in TABLES)
+
+
+# ================================================================ workloads and cells
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """What one timing job computes: data shape, iteration counts, model."""
+    """What one timing job computes: model, task, data shape, iteration counts."""
 
     model: str
     seed: int
-    n_samples: int = 60000
-    batch_size: int = 128
+    task: str = "backward"
+    n_samples: int | None = None  # None: the model's default
+    batch_size: int | None = None
     warmup: int = 5
     iterations: int = 469
+    jacobian_rows: int | None = None
+
+    def __post_init__(self):
+        spec = MODELS[self.model]
+        for name in ("n_samples", "batch_size", "jacobian_rows"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, getattr(spec, name))
+        if self.jacobian_rows is None:
+            object.__setattr__(self, "jacobian_rows", spec.n_outputs)
 
     @property
-    def architecture(self) -> MLP:
+    def spec(self) -> ModelSpec:
         return MODELS[self.model]
 
     @property
+    def per_example(self) -> bool:
+        """Output Jacobians are of one example (batch 1); loss derivatives use batches."""
+        return TASKS[self.task].derivative == "jacobian"
+
+    @property
+    def rows_per_batch(self) -> int:
+        return 1 if self.per_example else self.batch_size
+
+    @property
     def n_batches(self) -> int:
-        return math.ceil(self.n_samples / self.batch_size)
+        return math.ceil(self.n_samples / self.rows_per_batch)
 
     @property
     def total_iterations(self) -> int:
@@ -129,8 +401,8 @@ class Workload:
 
     def batch_bounds(self, iteration: int) -> tuple[int, int]:
         """Rows of the data set used at an iteration: batches cycle through the epoch."""
-        start = (iteration % self.n_batches) * self.batch_size
-        return start, min(start + self.batch_size, self.n_samples)
+        start = (iteration % self.n_batches) * self.rows_per_batch
+        return start, min(start + self.rows_per_batch, self.n_samples)
 
     def rows_needed(self) -> int:
         """Only the rows the job will touch are generated (a short run needs few)."""
@@ -159,11 +431,19 @@ class Cell:
     def gradient_path(self) -> str:
         return GRADIENT_PATTERN.format(**dataclasses.asdict(self))
 
+    @property
+    def reference_path(self) -> str:
+        return REFERENCE_PATTERN.format(model=self.model, seed=self.seed,
+                                        derivative=TASKS[self.task].derivative)
+
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
 _CELL_SUFFIX = "{device}/{framework}/{mode}/{model}/{task}/t{threads}/seed{seed}"
 RAW_PATTERN = "results/raw/" + _CELL_SUFFIX + ".parquet"
+# Loss and derivatives (gradients or Jacobian) of a cell at its first batch, for the check.
 GRADIENT_PATTERN = "results/gradients/" + _CELL_SUFFIX + ".npz"
+# The float64 ground truth of a model's derivative, shared by every cell that computes it.
+REFERENCE_PATTERN = "results/reference/{model}/{derivative}/seed{seed}.npz"
 
 
 _FIELD_REGEX = {"threads": r"\d+", "seed": r"\d+"}
@@ -216,58 +496,57 @@ def expand_grid(grid: dict) -> Iterator[Cell]:
         yield Cell(framework, mode, model, task, device, int(threads), int(seed))
 
 
-# ---------------------------------------------------------------- data and weights
-def make_data(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
-    """Synthetic MNIST-shaped data (pixels in [0, 1), one-hot labels), float32, from the seed."""
-    rng = np.random.default_rng([workload.seed, 1])
-    arch = workload.architecture
-    rows = workload.rows_needed()
-    x = rng.random((rows, arch.n_inputs), dtype=np.float32)
-    labels = rng.integers(0, arch.n_outputs, size=rows)
-    y = np.eye(arch.n_outputs, dtype=np.float32)[labels]
-    return x, y
+# ================================================================ data and weights
+def make_data(workload: Workload) -> dict[str, np.ndarray]:
+    """The synthetic data set, from the seed: inputs `x`, targets `y`, and `h0` for rnn_cell.
+
+    MNIST-shaped models get pixels in [0, 1) and one-hot labels, as in the study.  Each array
+    has its own random stream, so its first rows do not depend on how many rows a job needs.
+    """
+    spec, rows = workload.spec, workload.rows_needed()
+    stream = lambda k: np.random.default_rng([workload.seed, 1, k])  # noqa: E731
+    if spec.target == "onehot" or spec.loss == "xent":
+        x = stream(0).random((rows, *spec.input_shape), dtype=np.float32)
+        labels = stream(1).integers(0, spec.n_outputs, size=rows)
+        if spec.loss == "xent":
+            return {"x": x, "y": labels.astype(np.int64)}
+        return {"x": x, "y": np.eye(spec.n_outputs, dtype=np.float32)[labels]}
+    x = stream(0).standard_normal((rows, *spec.input_shape), dtype=np.float32)
+    if spec.loss == "l2":
+        return {"x": x, "y": stream(1).standard_normal((rows, *spec.output_shape),
+                                                       dtype=np.float32)}
+    if spec.loss == "ctc":  # label sequences without the blank (class 0)
+        labels = stream(1).integers(1, spec.arch["classes"],
+                                    size=(rows, spec.arch["label_length"]))
+        return {"x": x, "y": labels.astype(np.int64)}
+    if spec.family == "rnn_cell":
+        return {"x": x, "h0": stream(2).standard_normal((rows, spec.arch["hidden"]),
+                                                        dtype=np.float32)}
+    return {"x": x}
 
 
-def make_batches(workload: Workload) -> list[tuple[np.ndarray, np.ndarray]]:
+def make_batches(workload: Workload) -> list[dict[str, np.ndarray]]:
     """The distinct batches a job uses, in order; iteration i uses batch i % len(batches)."""
-    x, y = make_data(workload)
+    data = make_data(workload)
     bounds = [workload.batch_bounds(i)
               for i in range(min(workload.total_iterations, workload.n_batches))]
-    return [(x[lo:hi], y[lo:hi]) for lo, hi in bounds]
+    return [{k: v[lo:hi] for k, v in data.items()} for lo, hi in bounds]
 
 
-def make_weights(workload: Workload) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Glorot-uniform weights (in, out) and zero biases, float32, from the seed.
+def make_params(workload: Workload) -> list[np.ndarray]:
+    """Every parameter of the model in canonical order and layout, float32, from the seed.
 
-    Every backend computes x @ W + b with these exact arrays, so all frameworks start equal.
+    Glorot-uniform (or LeCun-uniform) weights, zero biases, unit batch-norm scales: every
+    backend loads these exact arrays, so all frameworks start equal.
     """
     rng = np.random.default_rng([workload.seed, 0])
-    sizes = workload.architecture.layer_sizes
-    layers = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
-        limit = math.sqrt(6.0 / (fan_in + fan_out))
-        w = rng.uniform(-limit, limit, size=(fan_in, fan_out)).astype(np.float32)
-        layers.append((w, np.zeros(fan_out, dtype=np.float32)))
-    return layers
-
-
-def reference_gradients(
-    workload: Workload, x: np.ndarray, y: np.ndarray
-) -> tuple[float, list[np.ndarray]]:
-    """Loss and gradients of ||y - mlp(x)||_2 in float64 numpy: the backends' ground truth."""
-    params = [p.astype(np.float64) for layer in make_weights(workload) for p in layer]
-    activations = [x.astype(np.float64)]
-    n_layers = len(params) // 2
-    for i in range(n_layers):
-        z = activations[-1] @ params[2 * i] + params[2 * i + 1]
-        activations.append(np.maximum(z, 0.0) if i < n_layers - 1 else z)
-    diff = y.astype(np.float64) - activations[-1]
-    loss = float(np.linalg.norm(diff))
-    grad_out = -diff / loss
-    grads: list[np.ndarray] = [np.empty(0)] * len(params)
-    for i in reversed(range(n_layers)):
-        grads[2 * i] = activations[i].T @ grad_out
-        grads[2 * i + 1] = grad_out.sum(axis=0)
-        grad_out = grad_out @ params[2 * i].T
-        grad_out = grad_out * (activations[i] > 0)
-    return loss, grads
+    arrays = []
+    for p in workload.spec.params:
+        if p.init in ("glorot", "lecun"):
+            scale = 6.0 / (p.fan_in + p.fan_out) if p.init == "glorot" else 3.0 / p.fan_in
+            limit = math.sqrt(scale)
+            arrays.append(rng.uniform(-limit, limit, size=p.shape).astype(np.float32))
+        else:
+            fill = {"zeros": 0.0, "ones": 1.0}[p.init]
+            arrays.append(np.full(p.shape, fill, dtype=np.float32))
+    return arrays

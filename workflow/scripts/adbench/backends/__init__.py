@@ -1,10 +1,22 @@
 """One module per framework; each imports only its own framework.
 
 A backend module provides:
-    configure_threads(threads)                 -- before any framework work
-    prepare(workload, mode, device) -> Prepared
+    configure_threads(threads) -> dict         -- before any framework work; returns what
+                                                  the framework reports it now uses
+    prepare(workload, mode, device, dtype="float32") -> Prepared
     versions() -> dict[str, str]               -- library versions for provenance
     device_name(device) -> str                 -- e.g. the GPU's name, for provenance
+
+`prepare` builds the workload's model (spec.MODELS[workload.model]) the way that framework's
+users write it, loads the spec's canonical arrays into it (converting layouts once, here),
+places every batch on the device, and returns a `Prepared` for the workload's task.  Tasks
+(spec.TASKS) are implemented once per backend, generically over models.  What a cell cannot
+run raises `UnsupportedCell` with the reason.
+
+`Prepared.derivatives(i)` returns, at iteration i's batch, outside the clock:
+    task derivative "gradients": (loss, [dloss/dparam for every spec param, canonical layout])
+    task derivative "jacobian":  (nan,  [J]) with J of shape spec.jacobian_shape(rows):
+                                 d output.flatten()[:rows] / d x (one example, canonical layout)
 """
 
 from __future__ import annotations
@@ -28,7 +40,9 @@ class Prepared:
     """A workload made ready to time in one framework, mode and device."""
 
     run: Callable[[int, Clock], dict[str, float]]  # one timed iteration
-    gradients: Callable[[int], tuple[float, list[np.ndarray]]]  # loss, grads at an iteration
+    derivatives: Callable[[int], tuple[float, list[np.ndarray]]]  # see the module docstring
+    # Implementation choices that move the numbers (recorded in the cell's provenance).
+    choices: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def load(framework: str):

@@ -1,0 +1,127 @@
+"""Float64 ground truth for every model's derivatives, by a path independent of the cells.
+
+Small models (spec `reference="numpy"`) are differentiated by hand in numpy.  Where that
+would be impractical (convolutions, recurrences, attention, CTC, ResNet50) the spec says
+`reference="torch"`: a float64 run of the PyTorch backend's eager mode, which the float32
+cells of every framework (and PyTorch's own float32 cells) are then compared with.
+
+The derivative is that of the task's kind (spec.TASKS[task].derivative) at the workload's
+first batch, in the layout the backends' `Prepared.derivatives` use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from adbench import spec
+
+REFERENCE_TASK = {"gradients": "backward", "jacobian": "jacobian_rows"}
+# An array whose reference is tiny next to the others (attention's key bias has a zero
+# gradient in exact arithmetic) is compared on this fraction of the largest array's norm.
+NORM_FLOOR = 1e-2
+
+
+def relative_error(arrays: list[np.ndarray], reference: list[np.ndarray]) -> float:
+    """Largest relative L2 error over the arrays: ||a - b|| / max(||b||, floor); inf when
+    the lists do not match in number or shape."""
+    if len(arrays) != len(reference) or any(np.shape(a) != np.shape(b)
+                                            for a, b in zip(arrays, reference)):
+        return float("inf")
+    norms = [float(np.linalg.norm(np.asarray(b, dtype=np.float64))) for b in reference]
+    floor = max(max(norms, default=0.0) * NORM_FLOOR, 1e-30)
+    return max((float(np.linalg.norm(np.asarray(a, dtype=np.float64) - b)) / max(n, floor)
+                for a, b, n in zip(arrays, reference, norms)), default=0.0)
+
+
+def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarray]]:
+    derivative = spec.TASKS[workload.task].derivative
+    workload = dataclasses.replace(workload, task=REFERENCE_TASK[derivative], warmup=0,
+                                   iterations=1)
+    if workload.spec.reference == "numpy":
+        batch = spec.make_batches(workload)[0]
+        params = [p.astype(np.float64) for p in spec.make_params(workload)]
+        batch = {k: (v.astype(np.float64) if v.dtype == np.float32 else v)
+                 for k, v in batch.items()}
+        family = {"mlp": _mlp, "rnn_cell": _rnn_cell}[workload.spec.family]
+        return family(workload, params, batch, derivative)
+    if workload.spec.reference == "torch":
+        from adbench.backends import torch_backend  # only when the spec asks for it
+
+        prepared = torch_backend.prepare(workload, "eager", "cpu", dtype="float64")
+        loss, arrays = prepared.derivatives(0)
+        return loss, [np.asarray(a, dtype=np.float64) for a in arrays]
+    raise ValueError(f"{workload.model}: unknown reference {workload.spec.reference!r}")
+
+
+def _mlp(workload, params, batch, derivative):
+    """Affine layers, ReLU between them; loss l2 (||y - f(x)||_2) or mean cross-entropy."""
+    weights, biases = params[0::2], params[1::2]
+    x = batch["x"]
+    if derivative == "jacobian":  # d f(x) / d x for one example, forward mode through layers
+        rows = workload.jacobian_rows
+        tangent = np.eye(x.shape[1])
+        a = x
+        for i, (w, b) in enumerate(zip(weights, biases)):
+            z = a @ w + b
+            tangent = tangent @ w
+            if i < len(weights) - 1:
+                tangent = tangent * (z > 0)
+                a = np.maximum(z, 0.0)
+        return float("nan"), [tangent.T[:rows]]
+    activations = [x]
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        z = activations[-1] @ w + b
+        activations.append(np.maximum(z, 0.0) if i < len(weights) - 1 else z)
+    out = activations[-1]
+    if workload.spec.loss == "l2":
+        diff = batch["y"] - out
+        loss = float(np.linalg.norm(diff))
+        grad_out = -diff / loss
+    elif workload.spec.loss == "xent":
+        shifted = out - out.max(axis=1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        labels = batch["y"]
+        rows = np.arange(len(labels))
+        loss = float(-logp[rows, labels].mean())
+        grad_out = np.exp(logp)
+        grad_out[rows, labels] -= 1.0
+        grad_out /= len(labels)
+    else:
+        raise ValueError(f"{workload.model}: no numpy reference for loss {workload.spec.loss}")
+    grads: list[np.ndarray] = [np.empty(0)] * len(params)
+    for i in reversed(range(len(weights))):
+        grads[2 * i] = activations[i].T @ grad_out
+        grads[2 * i + 1] = grad_out.sum(axis=0)
+        grad_out = (grad_out @ weights[i].T) * (activations[i] > 0)
+    return loss, grads
+
+
+def _rnn_cell(workload, params, batch, derivative):
+    """next_h = tanh(prev_h W_h^T + x W_x^T), loss = sum(next_h) (the slides' example)."""
+    w_h, w_x = params
+    x, h0 = batch["x"], batch["h0"]
+    h = np.tanh(h0 @ w_h.T + x @ w_x.T)
+    slope = 1.0 - h**2
+    if derivative == "jacobian":
+        return float("nan"), [(slope[0][:, None] * w_x)[: workload.jacobian_rows]]
+    return float(h.sum()), [slope.T @ h0, slope.T @ x]
+
+
+# ---------------------------------------------------------------- derivative files (.npz)
+def write_derivatives(path: str, status: str, loss: float | None,
+                      arrays: list[np.ndarray]) -> None:
+    """A cell's (or the reference's) loss and derivative arrays; written atomically."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, status=np.array(status), loss=np.array(np.nan if loss is None else loss),
+             **{f"g{i}": a for i, a in enumerate(arrays)})
+    os.replace(tmp, path)
+
+
+def read_derivatives(path: str) -> tuple[str, float, list[np.ndarray]]:
+    with np.load(path) as data:
+        n = sum(1 for k in data.files if k.startswith("g"))
+        return str(data["status"]), float(data["loss"]), [data[f"g{i}"] for i in range(n)]
