@@ -1,4 +1,5 @@
-"""The gradient cross-check: pairs compared per seed, mismatches named, failed cells skipped."""
+"""The derivative check: every cell against the float64 reference and its peers, mismatches
+named, cells that are not ok skipped, per-model tolerances."""
 
 import subprocess
 import sys
@@ -6,50 +7,87 @@ import sys
 import numpy as np
 import pandas as pd
 
-from adbench import spec
+from adbench import reference, spec
 
 SCRIPT = spec.__file__.replace("adbench/spec.py", "check_gradients.py")
+TRUTH = [np.ones((3, 2)), np.arange(2.0)]
 
 
-def write_cell(root, framework, mode, grads, status="ok", seed=0):
-    cell = spec.Cell(framework, mode, "mlp512", "backward", "cpu", 1, seed)
-    path = root / cell.gradient_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {f"g{i}": g for i, g in enumerate(grads)}
-    np.savez(path, status=np.array(status), loss=np.array(1.0), **arrays)
+def write_cell(root, framework, mode, arrays, status="ok", seed=0, model="mlp512",
+               task="backward"):
+    cell = spec.Cell(framework, mode, model, task, "cpu", 1, seed)
+    reference.write_derivatives(str(root / cell.gradient_path), status, 1.0, arrays)
+    return str(root / cell.gradient_path)
+
+
+def write_reference(root, arrays=TRUTH, seed=0, model="mlp512", derivative="gradients"):
+    path = root / spec.REFERENCE_PATTERN.format(model=model, derivative=derivative, seed=seed)
+    reference.write_derivatives(str(path), "ok", 1.0, arrays)
     return str(path)
 
 
-def check(tmp_path, files, tolerance=1e-5):
+def check(tmp_path, cells, references, *extra, tolerance=1e-5):
     csv = tmp_path / "out.csv"
     result = subprocess.run(
-        [sys.executable, SCRIPT, "--tolerance", str(tolerance), "--csv", str(csv),
-         "--md", str(tmp_path / "out.md"), *files],
+        [sys.executable, SCRIPT, "--tolerance", str(tolerance), *extra, "--csv", str(csv),
+         "--md", str(tmp_path / "out.md"), "--references", *references, "--cells", *cells],
         capture_output=True, text=True,
     )
     return result, pd.read_csv(csv, keep_default_na=False, na_values=[""])
 
 
-def test_agreeing_cells_pass_and_name_their_reference(tmp_path):
-    g = [np.ones((3, 2), np.float32), np.arange(2, dtype=np.float32)]
-    files = [write_cell(tmp_path, "torch", "eager", g),
+def test_agreeing_cells_pass_and_name_their_peer(tmp_path):
+    g = [a.astype(np.float32) for a in TRUTH]
+    cells = [write_cell(tmp_path, "torch", "eager", g),
              write_cell(tmp_path, "tensorflow", "graph", [a * (1 + 1e-7) for a in g]),
-             write_cell(tmp_path, "torch", "script", [], status="failed")]
-    result, table = check(tmp_path, files)
+             write_cell(tmp_path, "torch", "script", [], status="failed"),
+             write_cell(tmp_path, "torch", "eager", g, task="loss_jacobian")]
+    result, table = check(tmp_path, cells, [write_reference(tmp_path)])
     assert result.returncode == 0, result.stderr
     ok = table[table["status"] == "ok"]
-    assert set(ok["reference"]) == {"torch/eager"} and ok["passed"].all()
-    assert ok["max_rel_error"].max() < 1e-6
+    assert len(ok) == 3 and ok["passed"].all()
+    assert set(ok["reference"]) == {"torch/eager/backward"}  # backward and loss_jacobian: peers
+    assert ok["max_rel_error"].max() < 1e-6 and ok["ref_rel_error"].max() < 1e-6
     failed = table[table["status"] == "failed"]
-    assert not failed["passed"].any() and failed["max_rel_error"].isna().all()
+    assert not failed["passed"].any() and failed["ref_rel_error"].isna().all()
 
 
-def test_a_mismatch_fails_naming_the_cells(tmp_path):
-    g = [np.ones((3, 2), np.float32)]
-    files = [write_cell(tmp_path, "torch", "eager", g),
-             write_cell(tmp_path, "tensorflow", "eager", [g[0] * 1.01]),
+def test_a_cell_off_the_reference_fails_naming_it(tmp_path):
+    g = [a.astype(np.float32) for a in TRUTH]
+    cells = [write_cell(tmp_path, "torch", "eager", g),
+             write_cell(tmp_path, "tensorflow", "eager", [g[0] * 1.01, g[1]]),
              write_cell(tmp_path, "torch", "eager", g, seed=1)]
-    result, table = check(tmp_path, files)
+    refs = [write_reference(tmp_path), write_reference(tmp_path, seed=1)]
+    result, table = check(tmp_path, cells, refs)
     assert result.returncode == 1
-    assert "tensorflow/eager vs torch/eager" in result.stderr and "seed 0" in result.stderr
-    assert table.loc[table["framework"] == "tensorflow", "max_rel_error"].iloc[0] > 1e-3
+    assert "tensorflow/eager mlp512 backward" in result.stderr and "seed 0" in result.stderr
+    assert table.loc[table["framework"] == "tensorflow", "ref_rel_error"].iloc[0] > 1e-3
+
+
+def test_all_cells_agreeing_with_each_other_but_not_the_reference_fail(tmp_path):
+    wrong = [TRUTH[0] * 2, TRUTH[1]]
+    cells = [write_cell(tmp_path, "torch", "eager", wrong),
+             write_cell(tmp_path, "tensorflow", "eager", wrong)]
+    result, table = check(tmp_path, cells, [write_reference(tmp_path)])
+    assert result.returncode == 1 and not table["passed"].any()
+
+
+def test_per_model_tolerance_and_its_validation(tmp_path):
+    g = [TRUTH[0] * 1.001, TRUTH[1]]
+    cells = [write_cell(tmp_path, "torch", "eager", g, model="resnet50")]
+    refs = [write_reference(tmp_path, model="resnet50")]
+    assert check(tmp_path, cells, refs)[0].returncode == 1
+    result, table = check(tmp_path, cells, refs, "--model-tolerance", "resnet50=1e-2")
+    assert result.returncode == 0 and table["tolerance"].iloc[0] == 1e-2
+    bad, _ = subprocess.run([sys.executable, SCRIPT, "--tolerance", "1e-5",
+                             "--model-tolerance", "resnet9000=1", "--csv", "x", "--md", "y",
+                             "--references", refs[0], "--cells", cells[0]],
+                            capture_output=True, text=True), None
+    assert bad.returncode != 0 and "resnet9000" in bad.stderr
+
+
+def test_a_missing_reference_fails_the_cell(tmp_path):
+    cells = [write_cell(tmp_path, "torch", "eager", TRUTH)]
+    other = write_reference(tmp_path, seed=7)
+    result, table = check(tmp_path, cells, [other])
+    assert result.returncode == 1 and table["ref_rel_error"].isna().all()

@@ -16,11 +16,12 @@ from adbench import schema, spec
 THREADS = 2
 
 
-def measure(repo, tmp_path, framework="torch", mode="eager", device="cpu", *extra):
-    cell = spec.Cell(framework, mode, "mlp512", "backward", device, THREADS, 4)
+def measure(repo, tmp_path, framework="torch", mode="eager", device="cpu", *extra,
+            model="mlp512", task="backward"):
+    cell = spec.Cell(framework, mode, model, task, device, THREADS, 4)
     out, grads = tmp_path / cell.raw_path, tmp_path / cell.gradient_path
     cmd = [sys.executable, str(repo / "workflow" / "scripts" / "measure.py"),
-           "--framework", framework, "--mode", mode, "--model", "mlp512", "--task", "backward",
+           "--framework", framework, "--mode", mode, "--model", model, "--task", task,
            "--device", device, "--threads", str(THREADS), "--seed", "4", "--warmup", "2",
            "--iterations", "5", "--n-samples", "512", "--out", str(out), "--gradients",
            str(grads), *extra]
@@ -55,6 +56,9 @@ def test_torch_eager_cell_writes_rows_and_provenance(repo, tmp_path):
     assert info["timed_quantities"] == ["forward_s", "backward_s", "step_s"]
     assert info["cell"] == dataclasses.asdict(cell)
     assert info["workload"]["n_samples"] == 512 and info["workload"]["iterations"] == 5
+    assert info["workload"]["batch_size"] == 128  # the model's default
+    assert info["threads_reported"] == {"intra_op": THREADS, "inter_op": THREADS}
+    assert info["choices"] and info["model_choices"] == spec.MODELS["mlp512"].choices
     assert info["started_at"] <= info["ended_at"]
 
     with np.load(grads) as data:
@@ -83,3 +87,33 @@ def test_invalid_mode_exits_non_zero_naming_it(repo, tmp_path):
     assert result.returncode != 0
     assert "'graph'" in result.stderr and "torch" in result.stderr
     assert not out.exists() and not grads.exists()
+
+
+def test_jacobian_cell_writes_the_jacobian_of_one_example(repo, tmp_path):
+    result, cell, out, grads = measure(repo, tmp_path, "torch", "eager", "cpu",
+                                       "--jacobian-rows", "3", model="cnn",
+                                       task="jacobian_rows")
+    assert result.returncode == 0, result.stderr
+    info = schema.read_provenance(str(out))
+    assert info["status"] == "ok", info["message"]
+    assert info["derivative_shape"] == [3, 1, 28, 28]
+    assert info["workload"]["jacobian_rows"] == 3
+    with np.load(grads) as data:
+        assert data["g0"].shape == (3, 1, 28, 28) and np.isnan(data["loss"])
+
+
+def test_a_thread_count_the_framework_did_not_take_is_an_error():
+    sys.path.insert(0, str(spec.__file__).rsplit("/adbench/", 1)[0])
+    import measure as cli
+
+    cli.check_threads({"intra_op": 2, "inter_op": 2}, 2)
+    with pytest.raises(RuntimeError, match="asked for 4 threads"):
+        cli.check_threads({"intra_op": 2, "inter_op": 4}, 4)
+
+
+def test_a_job_given_fewer_cores_than_threads_fails_saying_so(repo, tmp_path):
+    result, _, out, _ = measure(repo, tmp_path, "torch", "eager", "cpu", "--granted-threads",
+                                "1")
+    assert result.returncode == 0, result.stderr
+    info = schema.read_provenance(str(out))
+    assert info["status"] == "failed" and "given 1 core(s) for 2 threads" in info["message"]

@@ -30,6 +30,15 @@ def cell_record(path: str) -> dict:
         "status": info["status"],
         "message": info["message"],
         "versions": json.dumps(info.get("versions", {}), sort_keys=True),
+        # Implementation choices that move the numbers, and what the framework reported.
+        "choices": json.dumps(info.get("choices", {}), sort_keys=True),
+        "threads_reported": json.dumps(info.get("threads_reported", {}), sort_keys=True),
+        "timed_quantities": ",".join(info.get("timed_quantities", [])),
+        "n_parameters": info.get("n_parameters"),
+        "batch_size": info.get("workload", {}).get("batch_size"),
+        "jacobian_rows": info.get("workload", {}).get("jacobian_rows"),
+        "warmup": info.get("workload", {}).get("warmup"),
+        "iterations": info.get("workload", {}).get("iterations"),
         "device_name": info.get("device_name"),
         "cpu_model": info.get("cpu_model"),
         "cpu_count": info.get("cpu_count"),
@@ -43,6 +52,11 @@ def cell_record(path: str) -> dict:
         "ended_at": info.get("ended_at"),
         **{f"phase_{k}": v for k, v in info.get("phases", {}).items()},
     }
+
+
+def union(lists) -> list:
+    """The values of several grids' lists, each once, sorted."""
+    return sorted({value for values in lists for value in values})
 
 
 def environment(cells: pd.DataFrame, settings: dict) -> dict:
@@ -68,13 +82,14 @@ def environment(cells: pd.DataFrame, settings: dict) -> dict:
         "device_names": sorted(set(cells["device_name"].dropna())),
         "git_commit": distinct("git_commit"),
         "git_dirty": bool(cells["git_dirty"].fillna(False).any()),
-        "seeds": settings["grid"]["seeds"],
-        "threads": settings["grid"]["threads"],
-        "devices": settings["grid"]["devices"],
+        "seeds": union(grid["seeds"] for grid in settings["grid"]),
+        "threads": union(grid["threads"] for grid in settings["grid"]),
+        "devices": union(grid["devices"] for grid in settings["grid"]),
         "workload": settings["workload"],
         "n_cells": int(len(cells)),
         "n_ok": int((cells["status"] == "ok").sum()),
-        "gradient_tolerance": settings["gradient_tolerance"],
+        "gradient_tolerance": settings["gradient_check"]["tolerance"],
+        "gradient_tolerances": settings["gradient_check"]["models"],
         "started_at": cells["started_at"].min(),
         "ended_at": cells["ended_at"].max(),
     }

@@ -1,89 +1,123 @@
 #!/usr/bin/env python
-"""Cross-check the gradients of every (framework, mode) for the same seed and settings.
+"""Check every cell's derivatives: against the float64 reference and against each other.
 
-    python workflow/scripts/check_gradients.py --tolerance 1e-5 --csv X.csv --md X.md NPZ...
+    python workflow/scripts/check_gradients.py --tolerance 1e-5 [--model-tolerance cnn=1e-4] \
+        --csv X.csv --md X.md --references REF.npz... --cells CELL.npz...
 
-Each .npz holds a cell's loss and gradients at its initial weights on the first batch.
-Within each group (same model, task, device, threads, seed) every ok cell is compared with
-the group's first ok cell: relative error ||a - b||_2 / ||b||_2, the largest over tensors.
-Exits 1, naming the cells, when any error exceeds the tolerance.
+A cell's .npz holds its loss and derivative at the first batch: the loss gradients (tasks
+backward, loss_jacobian) or the output Jacobian (jacobian_rows, jacobian_vectorized).
+Cells computing the same derivative (same model, derivative kind, device, threads, seed)
+are compared with the float64 reference of that model and seed (`ref_rel_error`) and with
+the group's first ok cell (`max_rel_error`); relative L2 error, largest over arrays
+(adbench.reference.relative_error).  Exits 1, naming the cells, when either exceeds the
+model's tolerance.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import dataclasses
+import os
+import re
 import sys
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench.spec import GRADIENT_PATTERN, cell_from_path  # noqa: E402
+from adbench import reference, spec  # noqa: E402
 
-GROUP = ["model", "task", "device", "threads", "seed"]
-
-
-def relative_error(grads: list[np.ndarray], reference: list[np.ndarray]) -> float:
-    if len(grads) != len(reference):
-        return float("inf")
-    return max(float(np.linalg.norm(a.astype(np.float64) - b) / max(np.linalg.norm(b), 1e-30))
-               for a, b in zip(grads, reference))
+GROUP = ["model", "derivative", "device", "threads", "seed"]
 
 
-def load(path: str) -> tuple[str, list[np.ndarray]]:
-    with np.load(path) as data:
-        n = sum(1 for k in data.files if k.startswith("g"))
-        return str(data["status"]), [data[f"g{i}"] for i in range(n)]
+def reference_key(path: str) -> tuple[str, str, int]:
+    pattern = re.escape(spec.REFERENCE_PATTERN).replace(r"\{model\}", "(?P<model>[^/]+)")
+    pattern = pattern.replace(r"\{derivative\}", "(?P<derivative>[^/]+)")
+    pattern = pattern.replace(r"\{seed\}", r"(?P<seed>\d+)")
+    match = re.search("(?:^|/)" + pattern + "$", path)
+    if not match:
+        raise ValueError(f"{path}: does not match the layout {spec.REFERENCE_PATTERN}")
+    return match["model"], match["derivative"], int(match["seed"])
+
+
+def parse_tolerances(default: float, overrides: list[str]) -> dict:
+    tolerances = {}
+    for item in overrides:
+        model, _, value = item.partition("=")
+        if model not in spec.MODELS or not value:
+            raise SystemExit(f"--model-tolerance {item!r}: expected MODEL=VALUE with a model "
+                             f"of {', '.join(spec.MODELS)}")
+        tolerances[model] = float(value)
+    return {m: tolerances.get(m, default) for m in spec.MODELS}
+
+
+def compare(cells: pd.DataFrame, references: dict, tolerances: dict) -> pd.DataFrame:
+    rows = []
+    for _, group in cells.groupby(GROUP, sort=True):
+        ok = group[group["status"] == "ok"]
+        first = ok.iloc[0] if len(ok) else None
+        for r in group.itertuples():
+            tol = tolerances[r.model]
+            truth = references.get((r.model, r.derivative, r.seed))
+            checked = r.status == "ok"
+            ref_error = (reference.relative_error(r.arrays, truth) if checked and truth
+                         is not None else float("nan"))
+            peer_error = (reference.relative_error(r.arrays, first["arrays"]) if checked
+                          else float("nan"))
+            rows.append({
+                **{k: getattr(r, k) for k in GROUP}, "task": r.task,
+                "framework": r.framework, "mode": r.mode,
+                "reference": f"{first['framework']}/{first['mode']}/{first['task']}"
+                if checked else "",
+                "max_rel_error": peer_error, "ref_rel_error": ref_error, "tolerance": tol,
+                "status": r.status,
+                "passed": bool(checked and truth is not None and ref_error <= tol
+                               and peer_error <= tol),
+            })
+    return pd.DataFrame(rows)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("files", nargs="+")
+    p.add_argument("--cells", nargs="+", required=True)
+    p.add_argument("--references", nargs="+", required=True)
     p.add_argument("--tolerance", type=float, required=True)
+    p.add_argument("--model-tolerance", action="append", default=[], metavar="MODEL=TOL")
     p.add_argument("--csv", required=True)
     p.add_argument("--md", required=True)
     args = p.parse_args(argv)
+    tolerances = parse_tolerances(args.tolerance, args.model_tolerance)
 
+    references = {}
+    for path in args.references:
+        _, _, arrays = reference.read_derivatives(path)
+        references[reference_key(path)] = arrays
     records = []
-    for path in args.files:
-        status, grads = load(path)
-        cell = cell_from_path(path, GRADIENT_PATTERN)
-        records.append({**dataclasses.asdict(cell), "path": path, "status": status, "grads": grads})
-    df = pd.DataFrame(records)
-    rows = []
-    for _, group in df.groupby(GROUP, sort=True):
-        ok = group[group["status"] == "ok"]
-        reference = ok.iloc[0] if len(ok) else None
-        for r in group.itertuples():
-            compared = reference is not None and r.status == "ok"
-            error = relative_error(r.grads, reference["grads"]) if compared else float("nan")
-            rows.append({
-                **{k: getattr(r, k) for k in GROUP}, "framework": r.framework, "mode": r.mode,
-                "reference": f"{reference['framework']}/{reference['mode']}" if compared else "",
-                "max_rel_error": error, "status": r.status,
-                "passed": bool(compared and error <= args.tolerance),
-            })
-    out = pd.DataFrame(rows)
+    for path in args.cells:
+        status, _, arrays = reference.read_derivatives(path)
+        cell = spec.cell_from_path(path, spec.GRADIENT_PATTERN)
+        records.append({**dataclasses.asdict(cell), "status": status, "arrays": arrays,
+                        "derivative": spec.TASKS[cell.task].derivative})
+    out = compare(pd.DataFrame(records), references, tolerances)
     for path in (args.csv, args.md):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     out.to_csv(args.csv, index=False)
     with open(args.md, "w") as f:
-        f.write(f"Gradient cross-check, tolerance {args.tolerance:g} (relative, L2)\n\n")
-        f.write(out.to_markdown(index=False) + "\n")
+        f.write("Derivative check: every cell against the float64 reference (ref_rel_error) "
+                "and the first ok cell of its group (max_rel_error); relative L2 error, "
+                "per-model tolerance\n\n" + out.to_markdown(index=False) + "\n")
 
     failed = out[(out["status"] == "ok") & ~out["passed"]]
     skipped = out[out["status"] != "ok"]
-    print(f"gradient check: {len(out) - len(skipped)} cells compared, max relative error "
-          f"{out['max_rel_error'].max():.3g} (tolerance {args.tolerance:g}); "
-          f"{len(skipped)} cells not ok and skipped")
+    print(f"derivative check: {len(out) - len(skipped)} cells compared; largest error vs "
+          f"reference {out['ref_rel_error'].max():.3g}, vs peers "
+          f"{out['max_rel_error'].max():.3g}; {len(skipped)} cells not ok and skipped")
     if len(failed):
-        print("gradient mismatch above tolerance:", file=sys.stderr)
+        print("derivatives disagree beyond the model's tolerance:", file=sys.stderr)
         for r in failed.itertuples():
-            print(f"  {r.framework}/{r.mode} vs {r.reference}: {r.max_rel_error:.3g} "
-                  f"({r.model}, {r.task}, {r.device}, t{r.threads}, seed {r.seed})",
+            print(f"  {r.framework}/{r.mode} {r.model} {r.task} ({r.device}, t{r.threads}, "
+                  f"seed {r.seed}): {r.ref_rel_error:.3g} vs float64 reference, "
+                  f"{r.max_rel_error:.3g} vs {r.reference}; tolerance {r.tolerance:g}",
                   file=sys.stderr)
         return 1
     return 0

@@ -26,7 +26,7 @@ import traceback  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import provenance, schema, spec, timing  # noqa: E402
+from adbench import provenance, reference, schema, spec, timing  # noqa: E402
 from adbench.backends import UnsupportedCell, load  # noqa: E402
 
 
@@ -35,21 +35,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--framework", required=True, choices=sorted(spec.FRAMEWORKS))
     p.add_argument("--mode", required=True)
     p.add_argument("--model", required=True, choices=sorted(spec.MODELS))
-    p.add_argument("--task", required=True, choices=spec.TASKS)
+    p.add_argument("--task", required=True, choices=sorted(spec.TASKS))
     p.add_argument("--device", required=True, choices=spec.DEVICES)
     p.add_argument("--threads", required=True, type=int)
+    p.add_argument("--granted-threads", type=int, help="the cores Snakemake gave the job; a "
+                   "cell is not run with fewer cores than threads")
     p.add_argument("--seed", required=True, type=int)
     p.add_argument("--warmup", type=int, default=spec.Workload.warmup)
     p.add_argument("--iterations", type=int, default=spec.Workload.iterations)
-    p.add_argument("--batch-size", type=int, default=spec.Workload.batch_size)
-    p.add_argument("--n-samples", type=int, default=spec.Workload.n_samples)
+    p.add_argument("--batch-size", type=int, help="default: the model's (spec.MODELS)")
+    p.add_argument("--n-samples", type=int, help="default: the model's")
+    p.add_argument("--jacobian-rows", type=int, help="output rows of a Jacobian task "
+                   "(default: the model's)")
     p.add_argument("--out", required=True, help="raw Parquet file to write")
-    p.add_argument("--gradients", required=True, help=".npz file for the gradient cross-check")
+    p.add_argument("--gradients", required=True, help=".npz file for the correctness check: "
+                   "loss and gradients, or the Jacobian, at the first batch")
     args = p.parse_args(argv)
     if args.mode not in spec.FRAMEWORKS[args.framework].modes:
         p.error(spec.invalid_pairs({args.framework: [args.mode]})[0])
-    if min(args.threads, args.batch_size, args.n_samples, args.iterations) < 1 or args.warmup < 0:
-        p.error("threads, batch size, samples and iterations must be >= 1; warm-up >= 0")
+    sizes = (args.threads, args.iterations, args.batch_size, args.n_samples, args.jacobian_rows)
+    if min(s for s in sizes if s is not None) < 1 or args.warmup < 0:
+        p.error("threads, iterations, batch size, samples and Jacobian rows must be >= 1; "
+                "warm-up >= 0")
     return args
 
 
@@ -57,23 +64,20 @@ def log(message: str) -> None:
     print(f"[measure {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def write_gradients(path: str, status: str, loss: float | None, grads: list) -> None:
-    import numpy as np
-
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp.npz"
-    arrays = {f"g{i}": g for i, g in enumerate(grads)}
-    np.savez(tmp, status=np.array(status), loss=np.array(np.nan if loss is None else loss),
-             **arrays)
-    os.replace(tmp, path)
+def check_threads(reported: dict, wanted: int) -> None:
+    """A thread count the framework did not take would label every number wrongly."""
+    wrong = {k: v for k, v in reported.items() if v is not None and int(v) != wanted}
+    if wrong:
+        raise RuntimeError(f"asked for {wanted} threads, the framework reports {wrong}")
 
 
 def measure(args: argparse.Namespace) -> int:
     cell = spec.Cell(args.framework, args.mode, args.model, args.task, args.device,
                      args.threads, args.seed)
-    workload = spec.Workload(model=args.model, seed=args.seed, n_samples=args.n_samples,
-                             batch_size=args.batch_size, warmup=args.warmup,
-                             iterations=args.iterations)
+    workload = spec.Workload(model=args.model, seed=args.seed, task=args.task,
+                             n_samples=args.n_samples, batch_size=args.batch_size,
+                             warmup=args.warmup, iterations=args.iterations,
+                             jacobian_rows=args.jacobian_rows)
     mode_info = spec.FRAMEWORKS[args.framework].modes[args.mode]
     info = {
         "schema_version": None,
@@ -82,7 +86,12 @@ def measure(args: argparse.Namespace) -> int:
         "config_hash": provenance.config_hash(
             {"cell": dataclasses.asdict(cell), "workload": dataclasses.asdict(workload)}),
         "mode_description": mode_info.description,
-        "timed_quantities": list(mode_info.timed_quantities),
+        "task_description": spec.TASKS[args.task].description,
+        "timed_quantities": list(spec.timed_quantities(args.framework, args.mode, args.task)),
+        "model_choices": workload.spec.choices,
+        "n_parameters": workload.spec.n_parameters,
+        "derivative_shape": list(workload.spec.jacobian_shape(workload.jacobian_rows))
+        if workload.per_example else None,
         "dtype": "float32",
         "started_at": provenance.now_iso(),
         "process_started_at_epoch": provenance.process_start_epoch(),
@@ -94,9 +103,14 @@ def measure(args: argparse.Namespace) -> int:
     loss, grads = None, []
     phases = {}
     try:
+        if args.granted_threads is not None and args.granted_threads < args.threads:
+            raise RuntimeError(f"the job was given {args.granted_threads} core(s) for "
+                               f"{args.threads} threads (raise --cores): its numbers would "
+                               "carry a wrong label")
         t = time.perf_counter()
         backend = load(args.framework)
-        backend.configure_threads(args.threads)
+        info["threads_reported"] = backend.configure_threads(args.threads)
+        check_threads(info["threads_reported"], args.threads)
         phases["import_s"] = time.perf_counter() - t
         info["versions"] = backend.versions()
         log(f"{cell} with {info['versions']}")
@@ -105,6 +119,7 @@ def measure(args: argparse.Namespace) -> int:
         prepared = backend.prepare(workload, args.mode, args.device)
         phases["prepare_s"] = time.perf_counter() - t
         info["device_name"] = backend.device_name(args.device)
+        info["choices"] = prepared.choices
 
         t = time.perf_counter()
         rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log)
@@ -113,7 +128,7 @@ def measure(args: argparse.Namespace) -> int:
 
         # After the timed loop, so the first timed iterations really are the first calls.
         t = time.perf_counter()
-        loss, grads = prepared.gradients(0)
+        loss, grads = prepared.derivatives(0)
         phases["gradients_s"] = time.perf_counter() - t
     except Exception as exc:  # recorded in the file: the report says n/a and why
         unsupported = isinstance(exc, UnsupportedCell)
@@ -130,7 +145,7 @@ def measure(args: argparse.Namespace) -> int:
         frameworks_loaded=provenance.frameworks_loaded(spec.FRAMEWORKS),
         **provenance.machine(),
     )
-    write_gradients(args.gradients, status, loss, grads)
+    reference.write_derivatives(args.gradients, status, loss, grads)
     schema.write_raw(args.out, dataclasses.asdict(cell), rows, info)
     log(f"wrote {args.out} (status {status})")
     return 0
