@@ -22,9 +22,9 @@ rule aggregate:
         python=env_python(spec.ANALYSIS_ENV),
         settings=json.dumps(
             {
-                "grid": config["grid"],
+                "grid": GRIDS,
                 "workload": WORKLOAD,
-                "gradient_tolerance": config["gradient_check"]["tolerance"],
+                "gradient_check": config["gradient_check"],
             }
         ),
     shell:
@@ -36,7 +36,8 @@ rule check_gradients:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         gradients=gradient_files(),
-        code=code("check_gradients.py", "spec.py"),
+        references=reference_files(),
+        code=code("check_gradients.py", "spec.py", "reference.py"),
     output:
         csv="results/checks/gradients.csv",
         md="results/checks/gradients.md",
@@ -46,10 +47,11 @@ rule check_gradients:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        tolerance=config["gradient_check"]["tolerance"],
+        tolerances=tolerance_args(),
     shell:
-        "{params.python} {input.code[0]} --tolerance {params.tolerance} "
-        "--csv {output.csv} --md {output.md} {input.gradients} 2>&1 | tee {log}"
+        "{params.python} {input.code[0]} {params.tolerances} --csv {output.csv} "
+        "--md {output.md} --references {input.references} --cells {input.gradients} "
+        "2>&1 | tee {log}"
 
 
 rule tables:

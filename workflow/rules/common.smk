@@ -2,6 +2,7 @@
 # before any job: a bad config stops here with a message naming the key at fault.
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,28 +14,109 @@ ROOT = Path(workflow.basedir)
 SCRIPTS = ROOT / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from adbench import spec  # noqa: E402  (pure Python: no framework is imported)
+from adbench import reference, spec  # noqa: E402  (numpy only: no framework is imported)
 
+# A single grid may be written as a mapping; the schema (and everything after it) sees a list.
+if isinstance(config.get("grid"), dict):
+    config["grid"] = [config["grid"]]
 validate(config, "../schemas/config.schema.yaml")
+GRID_DEFAULTS = {"tasks": ["backward"], "devices": ["cpu"], "threads": [1]}
+GRIDS = [{**GRID_DEFAULTS, **grid} for grid in config["grid"]]
 
 
 def config_problems(cfg):
-    """What the JSON schema cannot know: the framework/mode table and the model registry."""
-    grid = cfg["grid"]
-    problems = spec.invalid_pairs(grid["frameworks"])
+    """What the JSON schema cannot know: the spec's framework/mode, task and model tables."""
+    problems = []
+    for i, grid in enumerate(GRIDS):
+        where = f"grid[{i}]" if len(GRIDS) > 1 else "grid"
+        problems += [
+            p.replace("grid.", f"{where}.") for p in spec.invalid_pairs(grid["frameworks"])
+        ]
+        problems += [
+            f"{where}.models: unknown model {m!r} (valid: {', '.join(spec.MODELS)})"
+            for m in grid["models"]
+            if m not in spec.MODELS
+        ]
+        problems += [
+            f"{where}.tasks: unknown task {t!r} (valid: {', '.join(spec.TASKS)})"
+            for t in grid["tasks"]
+            if t not in spec.TASKS
+        ]
+    workload = cfg["workload"]
+    for key, known in (("tasks", spec.TASKS), ("models", spec.MODELS)):
+        problems += [
+            f"workload.{key}: unknown {key[:-1]} {name!r} (valid: {', '.join(known)})"
+            for name in workload[key]
+            if name not in known
+        ]
     problems += [
-        f"grid.models: unknown model {m!r} (valid: {', '.join(spec.MODELS)})"
-        for m in grid["models"]
+        f"gradient_check.models: unknown model {m!r} (valid: {', '.join(spec.MODELS)})"
+        for m in cfg["gradient_check"]["models"]
         if m not in spec.MODELS
     ]
     return problems
 
 
-if config_problems(config):
-    raise WorkflowError("invalid config:\n  " + "\n  ".join(config_problems(config)))
+def local_core_limit():
+    """The CPUs a local job can use (None on a cluster, where each job asks for its own).
+    A smaller --cores is caught by the job itself (measure.py --granted-threads): a dry run
+    cannot see it here."""
+    return os.cpu_count() if workflow.local_exec else None
 
-CELLS = list(spec.expand_grid(config["grid"]))
+
+def workload_problems():
+    """Thread counts the machine cannot give, data sizes a model cannot fill."""
+    problems = []
+    limit = local_core_limit()
+    for i, grid in enumerate(GRIDS):
+        where = f"grid[{i}]" if len(GRIDS) > 1 else "grid"
+        problems += [
+            f"{where}.threads: {t} exceeds the {limit} CPU(s) of this machine: its numbers "
+            "would carry a wrong label (on a cluster, each job asks for its own)"
+            for t in grid["threads"]
+            if limit and t > limit
+        ]
+    for model, task in dict.fromkeys((c.model, c.task) for c in CELLS):
+        w, info = cell_workload(model, task), spec.MODELS[model]
+        if w["batch_size"] > w["n_samples"]:
+            problems.append(
+                f"workload.models.{model}: batch_size {w['batch_size']} exceeds n_samples "
+                f"{w['n_samples']}: not one full batch"
+            )
+        if w["jacobian_rows"] > info.n_outputs:
+            problems.append(
+                f"workload.models.{model}.jacobian_rows: {w['jacobian_rows']} exceeds the "
+                f"model's {info.n_outputs} outputs"
+            )
+    return list(dict.fromkeys(problems))
+
+
+def stop_on(problems):
+    if problems:
+        listed = "\n  ".join(problems)
+        raise WorkflowError(f"invalid config:\n  {listed}")
+
+
+stop_on(config_problems(config))
+# The union of the grids' cells, each once, in the order the grids list them.
+CELLS = list(dict.fromkeys(cell for grid in GRIDS for cell in spec.expand_grid(grid)))
 WORKLOAD = config["workload"]
+
+
+def cell_workload(model, task):
+    """Warm-up, iterations and data sizes of a (model, task): config overrides on the spec's
+    defaults (task overrides first, then the model's)."""
+    settings = {"warmup": WORKLOAD["warmup"], "iterations": WORKLOAD["iterations"]}
+    settings.update(WORKLOAD["tasks"].get(task, {}))
+    settings.update(WORKLOAD["models"].get(model, {}))
+    workload = spec.Workload(model=model, seed=0, task=task, **settings)
+    return {
+        k: getattr(workload, k)
+        for k in ("warmup", "iterations", "n_samples", "batch_size", "jacobian_rows")
+    }
+
+
+stop_on(workload_problems())
 
 
 wildcard_constraints:
@@ -42,6 +124,7 @@ wildcard_constraints:
     mode="|".join({m for f in spec.FRAMEWORKS.values() for m in f.modes}),
     model="|".join(spec.MODELS),
     task="|".join(spec.TASKS),
+    derivative="|".join({t.derivative for t in spec.TASKS.values()}),
     device="|".join(spec.DEVICES),
     threads=r"\d+",
     seed=r"\d+",
@@ -98,7 +181,14 @@ def framework_env(wildcards):
 # ------------------------------------------------------------------ code as input
 # A job's own code is one of its inputs: editing a backend re-measures its cells, editing
 # figures.py redraws the figure (Snakemake tracks the shell line, not the files it runs).
-HARNESS = ["spec.py", "timing.py", "schema.py", "provenance.py", "backends/__init__.py"]
+HARNESS = [
+    "spec.py",
+    "timing.py",
+    "schema.py",
+    "provenance.py",
+    "reference.py",
+    "backends/__init__.py",
+]
 
 
 def code(script, *modules):
@@ -119,24 +209,56 @@ def gradient_files():
     return [cell.gradient_path for cell in CELLS]
 
 
-def workload_args():
-    w = WORKLOAD
+def data_args(model, task):
+    """The data sizes of a (model, task): what its reference must share with its cells."""
+    w = cell_workload(model, task)
     return (
-        f"--warmup {w['warmup']} --iterations {w['iterations']} "
-        f"--batch-size {w['batch_size']} --n-samples {w['n_samples']}"
+        f"--batch-size {w['batch_size']} --n-samples {w['n_samples']} "
+        f"--jacobian-rows {w['jacobian_rows']}"
     )
+
+
+def workload_args(model, task):
+    w = cell_workload(model, task)
+    return f"--warmup {w['warmup']} --iterations {w['iterations']} {data_args(model, task)}"
+
+
+def reference_files():
+    return sorted({cell.reference_path for cell in CELLS})
+
+
+def reference_env(wildcards):
+    """numpy references run in the analysis environment, the others in their framework's."""
+    how = spec.MODELS[wildcards.model].reference
+    return spec.ANALYSIS_ENV if how == "numpy" else spec.FRAMEWORKS[how].env
+
+
+def reference_code(wildcards):
+    how = spec.MODELS[wildcards.model].reference
+    backend = [] if how == "numpy" else [f"backends/{spec.FRAMEWORKS[how].backend}.py"]
+    return code("make_reference.py", "reference.py", "spec.py", *backend)
+
+
+def tolerance_args():
+    check = config["gradient_check"]
+    per_model = " ".join(f"--model-tolerance {m}={t}" for m, t in check["models"].items())
+    return f"--tolerance {check['tolerance']} {per_model}"
 
 
 TABLE_FILES = [
     f"results/tables/{t}.{ext}" for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")
 ]
-FIGURE_FILES = ["results/figures/first_iterations.pdf", "results/figures/first_iterations.png"]
+FIGURE_FILES = {
+    f"{name}_{ext}": f"results/figures/{name}.{ext}"
+    for name in ("first_iterations", "jacobians")
+    for ext in ("pdf", "png")
+}
 
 
 def final_outputs():
     return [
         *TABLE_FILES,
-        *FIGURE_FILES,
+        *FIGURE_FILES.values(),
         "results/checks/gradients.csv",
         "results/paper/paper.pdf",
     ]

@@ -1,14 +1,16 @@
-# The study's Figure 3: the first iterations of every mode, compiled modes' outliers visible.
+# The study's Figure 3 (the first iterations of every mode, compiled modes' outliers visible)
+# and the Jacobian timings of every model, task and mode.
 
 
-rule figure_first_iterations:
+rule figures:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         iterations="results/aggregate/iterations.parquet",
-        code=code("figures.py", "spec.py"),
+        summary="results/aggregate/summary.parquet",
+        cells="results/aggregate/cells.parquet",
+        code=code("figures.py", "spec.py", "tables.py", "stats.py"),
     output:
-        pdf=FIGURE_FILES[0],
-        png=FIGURE_FILES[1],
+        **FIGURE_FILES,
     log:
         "results/logs/figures.log",
     conda:
@@ -18,4 +20,7 @@ rule figure_first_iterations:
         first=config["figures"]["first_iterations"],
     shell:
         "{params.python} {input.code[0]} --iterations {input.iterations} "
-        "--first {params.first} --out {output.pdf} --out {output.png} > {log} 2>&1"
+        "--first {params.first} --out {output.first_iterations_pdf} "
+        "--out {output.first_iterations_png} --summary {input.summary} --cells {input.cells} "
+        "--jacobians-out {output.jacobians_pdf} --jacobians-out {output.jacobians_png} "
+        "> {log} 2>&1"

@@ -6,11 +6,13 @@ rule paper:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         template="report/paper.tex.j2",
-        code=code("render_paper.py"),
+        code=code("render_paper.py", "spec.py", "tables.py", "stats.py"),
         bib="report/references.bib",
         published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.*")),
         tables=TABLE_FILES,
-        figure=FIGURE_FILES[0],
+        figure=FIGURE_FILES["first_iterations_pdf"],
+        jacobians=FIGURE_FILES["jacobians_pdf"],
+        cells="results/aggregate/cells.parquet",
         gradients="results/checks/gradients.csv",
         environment="results/aggregate/environment.json",
         first="results/aggregate/first_iterations.csv",
@@ -25,5 +27,6 @@ rule paper:
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
         "--published report/published --tables results/tables --figure {input.figure} "
+        "--jacobians-figure {input.jacobians} --cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "
         "--first-iterations {input.first} --out {output} > {log} 2>&1"
