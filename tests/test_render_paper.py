@@ -1,4 +1,9 @@
-"""render_paper.py on small fake inputs that follow the pipeline's file contracts."""
+"""render_paper.py on synthetic inputs built from the spec, following the pipeline's contracts.
+
+The tables come from tests/test_tables.py's synthetic aggregate through make_tables.py:
+several models and tasks, a failed, a partial and an unsupported cell, and one table
+(table5_dense) with no cell at all.
+"""
 
 from __future__ import annotations
 
@@ -13,80 +18,67 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import make_tables
+from adbench import stats
+from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS
+from test_tables import MISSING_TABLE, fake_iterations_and_cells
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "workflow" / "scripts" / "render_paper.py"
 sys.path.insert(0, str(SCRIPT.parent))
 import render_paper  # noqa: E402
 
 NAN = math.nan
-LABELS = {"mlp512": "[512]", "mlp354x2": "[354, 354]", "mlp294x3": "[294, 294, 294]"}
-PARAMS = {"mlp512": 407050, "mlp354x2": 407110, "mlp294x3": 407200}
-FAILED_NOTE = "1 of 1 seeds not ok (failed: RuntimeError: 50% of x_y)"
 
 
-def table_rows(table, quantity, modes, base):
-    """Block cpu/1 thread with 5 seeds; block cpu/4 threads with one seed (no sd) and one n/a."""
-    rows = []
-    for threads, n_seeds in ((1, 5), (4, 1)):
-        for i, model in enumerate(LABELS):
-            for framework, mode in modes:
-                mean = base[framework] + 100 * i + (0.2 if threads == 1 else 111.0)
-                sd = NAN if n_seeds == 1 else 12.3
-                status, note = "ok", ""
-                compiled_gain = 1.23 if mode != "eager" else NAN
-                if threads == 4 and framework == "tensorflow" and model == "mlp294x3":
-                    status, note, mean = "n/a", FAILED_NOTE, NAN
-                    compiled_gain = NAN
-                rows.append({
-                    "table": table, "model": model, "model_label": LABELS[model],
-                    "n_parameters": PARAMS[model], "framework": framework,
-                    "framework_label": render_paper.FRAMEWORK_LABELS[framework], "mode": mode,
-                    "mode_label": render_paper.MODE_LABELS[mode], "quantity": quantity,
-                    "task": "backward", "device": "cpu", "threads": threads, "n_seeds": n_seeds,
-                    "n_iterations": 469, "mean_us": mean, "mean_sd_us": sd,
-                    "std_us": NAN if math.isnan(mean) else 43.0, "std_sd_us": sd,
-                    "median_us": mean, "improvement": compiled_gain,
-                    "improvement_study_style": compiled_gain - 0.25,
-                    "status": status, "note": note,
-                })
-    return pd.DataFrame(rows)
-
-
-def make_inputs(tmp_path: Path, figure: Path | None = None) -> list[str]:
-    tables = tmp_path / "tables"
-    tables.mkdir()
-    table_rows("table1_eager", "backward_s", render_paper.EAGER_COLUMNS,
-               {"torch": 701, "tensorflow": 3001}).to_csv(tables / "table1_eager.csv", index=False)
-    table_rows("table2_compiled", "step_s", render_paper.COMPILED_COLUMNS,
-               {"torch": 501, "tensorflow": 601}).to_csv(tables / "table2_compiled.csv",
-                                                         index=False)
-    gradients = pd.DataFrame([
+def write_gradients(path: Path, with_new_columns: bool = True) -> None:
+    rows = [
         {"model": "mlp512", "task": "backward", "device": "cpu", "threads": 1, "seed": 0,
          "framework": fw, "mode": mode, "reference": "torch/eager", "max_rel_error": err,
-         "status": status, "passed": passed}
-        for fw, mode, err, status, passed in [
-            ("torch", "script", 3.4e-7, "ok", True), ("tensorflow", "eager", 2.5e-6, "ok", True),
-            ("tensorflow", "graph", NAN, "failed", False)]
-    ])
-    gradients.to_csv(tmp_path / "gradients.csv", index=False)
-    env = {
+         "ref_rel_error": ref, "tolerance": 1e-4, "status": status, "passed": passed}
+        for fw, mode, err, ref, status, passed in [
+            ("torch", "eager", 0.0, 1.1e-7, "ok", True),
+            ("torch", "script", 3.4e-7, 2.2e-7, "ok", True),
+            ("tensorflow", "eager", 2.5e-6, 2.0e-6, "ok", True),
+            ("tensorflow", "graph", NAN, NAN, "failed", False)]
+    ] + [{"model": "resnet50", "task": "jacobian_rows", "device": "cpu", "threads": 1,
+          "seed": 0, "framework": "torch", "mode": "eager", "reference": "torch/eager",
+          "max_rel_error": 0.0, "ref_rel_error": 3e-4, "tolerance": 1e-3, "status": "ok",
+          "passed": True}]
+    frame = pd.DataFrame(rows)
+    if not with_new_columns:
+        frame = frame.drop(columns=["ref_rel_error", "tolerance"])
+    frame.to_csv(path, index=False)
+
+
+def write_environment(path: Path) -> None:
+    path.write_text(json.dumps({
         "cpu_model": "Fake CPU(R) 9000 @ 3.0GHz", "cpu_count": 16, "hostname": "test_host",
         "platform": "Linux-6.0-x86_64", "python": "3.11.7",
         "versions": {"torch": "2.13.0+cpu", "tensorflow": "2.21.0", "numpy": "2.1.0"},
         "device_names": ["cpu"], "git_commit": "0123456789abcdef", "git_dirty": True,
-        "seeds": [0, 1, 2, 3, 4], "threads": [1, 4], "devices": ["cpu"],
-        "workload": {"n_samples": 60000, "batch_size": 128, "warmup": 5, "iterations": 469},
-        "n_cells": 60, "n_ok": 58, "gradient_tolerance": 1e-4,
+        "seeds": [0, 1], "threads": [1], "devices": ["cpu"],
+        "workload": {"warmup": 2, "iterations": 3},
+        "n_cells": 60, "n_ok": 55, "gradient_tolerance": 1e-4,
         "started_at": "2025-01-02T03:04:05Z", "ended_at": "2025-01-02T04:05:06Z",
-    }
-    (tmp_path / "environment.json").write_text(json.dumps(env))
-    pd.DataFrame([
-        {"framework": fw, "mode": mode, "model": "mlp512", "task": "backward", "device": "cpu",
-         "threads": 1, "seed": 0, "first_step_s": first, "median_step_s": 0.0005,
-         "first_over_median": first / 0.0005}
-        for fw, mode, first in [("torch", "script", 0.0375), ("tensorflow", "graph", 0.05),
-                                ("torch", "eager", 0.0007), ("tensorflow", "eager", 0.003)]
-    ]).to_csv(tmp_path / "first_iterations.csv", index=False)
+    }))
+
+
+def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool = True,
+                drop_choices: bool = False, threads: tuple[int, ...] = (1,)) -> list[str]:
+    iterations, cells = fake_iterations_and_cells(threads)
+    if drop_choices:
+        cells = cells.drop(columns="choices")
+    summary = stats.across_seeds(stats.trial_stats(iterations))
+    summary.to_parquet(tmp_path / "summary.parquet")
+    cells.to_parquet(tmp_path / "cells.parquet")
+    make_tables.main(["--summary", str(tmp_path / "summary.parquet"),
+                      "--cells", str(tmp_path / "cells.parquet"),
+                      "--outdir", str(tmp_path / "tables")])
+    stats.first_iteration_stats(iterations).to_csv(tmp_path / "first_iterations.csv",
+                                                   index=False)
+    write_gradients(tmp_path / "gradients.csv", gradients_v2)
+    write_environment(tmp_path / "environment.json")
     if figure is None:
         figure = tmp_path / "first_iterations.pdf"
         figure.write_bytes(b"%PDF-1.4 stand-in, never compiled\n")
@@ -94,31 +86,132 @@ def make_inputs(tmp_path: Path, figure: Path | None = None) -> list[str]:
         "--template", str(ROOT / "report" / "paper.tex.j2"),
         "--bib", str(ROOT / "report" / "references.bib"),
         "--published", str(ROOT / "report" / "published"),
-        "--tables", str(tables), "--figure", str(figure),
+        "--tables", str(tmp_path / "tables"), "--figure", str(figure),
         "--gradients", str(tmp_path / "gradients.csv"),
         "--environment", str(tmp_path / "environment.json"),
         "--first-iterations", str(tmp_path / "first_iterations.csv"),
+        "--cells", str(tmp_path / "cells.parquet"),
         "--out", str(tmp_path / "paper" / "paper.pdf"),
     ]
 
 
-def test_tex_has_ours_published_na_and_what_is_timed(tmp_path):
+@pytest.fixture(scope="module")
+def tex(tmp_path_factory) -> str:
+    tmp_path = tmp_path_factory.mktemp("render")
     render_paper.main(make_inputs(tmp_path) + ["--tex-only"])
-    tex = (tmp_path / "paper" / "paper.tex").read_text()
-    assert r"701 $\pm$ 12" in tex  # ours, five seeds
-    assert r"686 $\pm$ 21" in tex and r"2889 $\pm$ 49" in tex  # study's Table 1
-    assert r"465 $\pm$ 14" in tex and "5.36" in tex  # study's Table 2 and improvement
-    assert "812 &" in tex and r"812 $\pm$" not in tex  # one seed: the mean alone
-    assert "1.23" in tex and "0.98" in tex  # our two improvement ratios
-    assert "n/a" in tex and r"50\% of x\_y" in tex  # the n/a cell keeps its note
-    assert "this work" in tex and "study (published)" in tex
-    assert "What is timed" in tex and "backward pass alone" in tex and "whole step" in tex
-    assert "Fake CPU(R) 9000" in tex and "2.13.0+cpu" in tex and r"test\_host" in tex
-    assert "tensorflow/graph vs torch/eager" in tex  # the failed gradient comparison
-    assert r"\VAR" not in tex and r"\BLOCK" not in tex
     assert (tmp_path / "paper" / "first_iterations.pdf").exists()
     assert (tmp_path / "paper" / "references.bib").exists()
     assert not (tmp_path / "paper" / "paper.pdf").exists()
+    # Whitespace-normalised: the template wraps lines wherever it likes.
+    return " ".join((tmp_path / "paper" / "paper.tex").read_text().split())
+
+
+def test_no_template_syntax_is_left(tex):
+    assert r"\VAR" not in tex and r"\BLOCK" not in tex
+
+
+def test_every_spec_table_is_in_the_paper(tex):
+    for table in TABLES:
+        assert render_paper.latex(table.title) in tex
+        assert (rf"\label{{tab:{table.name}}}" in tex) == (table.name != MISSING_TABLE)
+    assert tex.count("Not measured in this run") == 1  # table5_dense: a sentence, no table
+
+
+def test_ours_above_the_studys_published_numbers_verbatim(tex):
+    assert "this work" in tex and "study (published)" in tex
+    assert r"686 $\pm$ 21" in tex and r"2889 $\pm$ 49" in tex  # study's Table 1
+    assert r"465 $\pm$ 14" in tex and "5.36" in tex  # study's Table 2 and improvement
+    assert "& 11698 & 1079 &" in tex  # study's Table 3 "11698 / 1079": runtime, std, 1e-5 s
+    assert "& 45.0729 & 0.6323 &" in tex  # study's Table 4, as printed
+    # Ours: torch eager mlp512 backward = 3/4 of a 1 ms step, scaled 1.03 and 1.05, in µs.
+    assert r"811 $\pm$ 55" in tex
+    # One seed left (partial): the mean alone, with its footnote mark.
+    assert "515$^{" in tex
+
+
+def test_not_ok_cells_are_na_with_their_reasons(tex):
+    assert "n/a$^{" in tex
+    assert "failed: RuntimeError: boom" in tex and "unsupported: CTC: no XLA kernel" in tex
+    assert "partial --- 1 of 2 seeds not ok (unsupported: no GPU)" in tex
+    assert render_paper.NOT_IN_GRID in tex  # cnn and lstm of Table 3: the study's rows only
+
+
+def test_models_tasks_and_quantities_come_from_the_spec(tex):
+    for spec in MODELS.values():
+        assert render_paper.latex(spec.label) in tex
+        assert str(spec.n_parameters) in tex
+        assert render_paper.latex(spec.choices) in tex
+    for info in TASKS.values():
+        assert render_paper.latex(info.description) in tex
+    for info in FRAMEWORKS.values():
+        for mode in info.modes.values():
+            assert render_paper.latex(mode.description) in tex
+    assert r"10 $\times$ 3$\times$32$\times$32 (of 1000 rows)" in tex  # ResNet50's Jacobian
+    assert "forward, backward, step" in tex
+
+
+def test_hypothesis_0_is_answered_with_numbers(tex):
+    assert r"\section{Hypothesis 0}" in tex
+    assert "back propagation is equal to the computing time" in tex
+    # Synthetic data: the loss Jacobian costs 1.5 backward passes (1.57 for a partial cell).
+    assert "ranges from 1.50 to 1.57" in tex
+    assert r"0 of 8 lie within 10\% of 1" in tex
+    assert "holds in none of the measured conditions" in tex
+    assert r"\label{tab:ratio-table6_hypothesis0}" in tex
+
+
+def test_resnet50_discussion_scales_and_extrapolates(tex):
+    # The study's slowest and fastest rows, verbatim (Table 4 is in seconds), and their ratio.
+    assert r"45.0729\,s for PyTorch (script) against 0.9339\,s for Tensorflow (graph)" in tex
+    assert "a factor of 48" in tex
+    assert "rows 1000/10 = 100" in tex
+    assert r"(3$\times$224$\times$224)/(3$\times$32$\times$32) = 49" in tex
+    assert "4900" in tex
+    # Ours: torch eager row-by-row 0.5 s x 2 x 1.03 x 1.05 = 1.08 s, extrapolated x 4900.
+    assert r"PyTorch (eager), Jacobian, row by row: 5299\,s;" in tex
+    assert "estimate, not a measurement" in tex
+    assert r"\label{tab:closest-table4_resnet50}" in tex
+
+
+def test_implementation_choices_per_mode(tex):
+    assert r"\section{Implementation choices}" in tex
+    assert "python loop of VJPs" in tex and "vmap" in tex
+    assert "float32 (every cell)" in tex
+
+
+def test_setup_gradients_and_first_iterations(tex):
+    assert "Fake CPU(R) 9000" in tex and "2.13.0+cpu" in tex and r"test\_host" in tex
+    assert "tensorflow/graph vs torch/eager" in tex  # the failed gradient comparison
+    assert r"\num{3.0e-04}" in tex  # ResNet50's error against the float64 reference
+    assert r"\label{tab:first}" in tex and r"\label{tab:gradients}" in tex
+    assert "([512], [354, 354], [294, 294, 294]; task backward)" in tex  # the figure's lines
+    assert "What is timed" in tex and "like-for-like" in tex
+
+
+def test_old_gradient_csv_and_cells_without_choices_still_render(tmp_path):
+    args = make_inputs(tmp_path, gradients_v2=False, drop_choices=True)
+    render_paper.main(args + ["--tex-only"])
+    tex = (tmp_path / "paper" / "paper.tex").read_text()
+    assert "recorded no implementation choices" in tex
+    assert r"\num{1.0e-04}" in tex  # the environment's single tolerance
+
+
+def test_a_run_with_no_table_measured_renders(tmp_path):
+    args = make_inputs(tmp_path)
+    for csv in (tmp_path / "tables").glob("*.csv"):
+        csv.write_text(csv.read_text().splitlines()[0] + "\n")  # header only
+    render_paper.main(args + ["--tex-only"])
+    tex = (tmp_path / "paper" / "paper.tex").read_text()
+    assert tex.count("Not measured in this run") == len(TABLES)
+
+
+def test_several_thread_counts_are_blocks(tmp_path):
+    render_paper.main(make_inputs(tmp_path, threads=(1, 4)) + ["--tex-only"])
+    tex = " ".join((tmp_path / "paper" / "paper.tex").read_text().split())
+    assert r"\emph{cpu, 1 thread}" in tex and r"\emph{cpu, 4 threads}" in tex
+    # The study's rows repeat in every block; ours run 4x faster with 4 threads.
+    assert tex.count(r"686 $\pm$ 21") == 2 and r"203 $\pm$ 14" in tex
+    assert "Over 16 (model, mode) conditions" in tex  # H0 over both blocks
 
 
 def test_missing_latexmk_fails_first_with_install_hint(tmp_path):
@@ -143,10 +236,11 @@ def test_compiles_a_pdf(tmp_path):
     ax.plot([1, 2, 3], [50, 2, 1])
     fig.savefig(figure)
     plt.close(fig)
-    args = make_inputs(tmp_path, figure)
-    render_paper.main(args)
+    args = make_inputs(tmp_path, figure, threads=(1, 4))
+    render_paper.main(args + ["--jacobians-figure", str(figure)])
     pdf = tmp_path / "paper" / "paper.pdf"
     assert pdf.read_bytes().startswith(b"%PDF")
     log = (tmp_path / "paper" / "paper.log").read_text(errors="replace")
     assert "There were undefined references" not in log  # bibtex resolved the citations
+    assert "Reference `tab:" not in log  # every table reference resolved
     assert r"\bibitem{wang_hung_autodiff}" in (tmp_path / "paper" / "paper.bbl").read_text()

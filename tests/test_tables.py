@@ -1,127 +1,260 @@
-"""adbench.tables: formatting, one tidy row per condition (n/a rows too), order, outputs."""
+"""adbench.tables: every spec table from synthetic aggregates built from the spec itself.
+
+`fake_aggregate` is also the input of tests/test_render_paper.py and tests/test_figures.py.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 
 import pandas as pd
 import pytest
 
 from adbench import stats, tables
-from adbench.spec import FRAMEWORKS, MODELS
+from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, timed_quantities
 
 NAN = math.nan
-BASE = {"mlp512": 0.001, "mlp354x2": 0.002, "mlp294x3": 0.003}
-# Not ok: tensorflow eager mlp354x2 on every seed (n/a); torch script mlp512 on seed 1 (partial).
-NOT_OK = {("tensorflow", "eager", "mlp354x2", 0): ("failed", "RuntimeError: boom"),
-          ("tensorflow", "eager", "mlp354x2", 1): ("failed", "RuntimeError: boom"),
-          ("torch", "script", "mlp512", 1): ("unsupported", "no GPU")}
+BY_NAME = {t.name: t for t in TABLES}
+# (models, tasks) measured; no cell of table5_dense (dense) nor of table7's other layers.
+MEASURED = [
+    (("mlp512", "mlp354x2", "mlp294x3"), ("backward",)),
+    (("fcn",), ("jacobian_rows", "jacobian_vectorized", "backward", "loss_jacobian")),
+    (("resnet50",), ("jacobian_rows", "jacobian_vectorized")),
+    (("mlp512",), ("loss_jacobian",)),
+    (("ctc",), ("backward",)),
+]
+MISSING_TABLE = "table5_dense"
+# Seconds of one eager step; compiled modes take half, tasks scale it, seed 1 takes 10% more.
+BASE_S = {"mlp512": 1e-3, "mlp354x2": 2e-3, "mlp294x3": 3e-3, "fcn": 4e-4, "resnet50": 0.5,
+          "ctc": 2e-4}
+TASK_FACTOR = {"backward": 1.0, "loss_jacobian": 1.5, "jacobian_rows": 2.0,
+               "jacobian_vectorized": 0.5}
+# Not ok: tensorflow eager mlp354x2 on every seed (n/a); torch script mlp512 on seed 1
+# (partial); tensorflow graph ctc on every seed (unsupported).
+NOT_OK = {("tensorflow", "eager", "mlp354x2", "backward", 0): ("failed", "RuntimeError: boom"),
+          ("tensorflow", "eager", "mlp354x2", "backward", 1): ("failed", "RuntimeError: boom"),
+          ("torch", "script", "mlp512", "backward", 1): ("unsupported", "no GPU"),
+          ("tensorflow", "graph", "ctc", "backward", 0): ("unsupported", "CTC: no XLA kernel"),
+          ("tensorflow", "graph", "ctc", "backward", 1): ("unsupported", "CTC: no XLA kernel")}
 
 
-def fake_aggregate():
-    """cells and summary as aggregate.py writes them, for every model, framework and mode."""
-    iterations, cells = [], []
+def step_seconds(framework, mode, model, task, seed) -> float:
+    compiled = FRAMEWORKS[framework].modes[mode].compiled
+    return BASE_S[model] * TASK_FACTOR[task] * (0.5 if compiled else 1.0) * (1 + 0.1 * seed)
+
+
+def cell_choices(framework, mode, task) -> str:
+    """An implementation choice per cell, as the backends record them (a JSON object)."""
+    choice = {"jacobian_rows": "python loop of VJPs", "jacobian_vectorized": "vmap",
+              "loss_jacobian": "jacobian API"}.get(task)
+    return json.dumps({"dtype": "float32", **({"jacobian": choice} if choice else {})})
+
+
+def iteration_rows(cell: dict, step: float) -> list[dict]:
+    """Two warm-up iterations (the first one slow) and three measured ones."""
+    rows = []
+    split = "backward_s" in timed_quantities(cell["framework"], cell["mode"], cell["task"])
+    for i in range(5):
+        s = step * (20 if i == 0 else 1 + 0.01 * i)
+        rows.append({**cell, "iteration": i, "phase": "warmup" if i < 2 else "measured",
+                     "forward_s": s / 4 if split else NAN,
+                     "backward_s": 3 * s / 4 if split else NAN, "step_s": s})
+    return rows
+
+
+def grid(threads: tuple[int, ...]):
     for framework, info in FRAMEWORKS.items():
-        for mode, mode_info in info.modes.items():
-            for model in MODELS:
-                for seed in (0, 1):
-                    cell = {"framework": framework, "mode": mode, "model": model,
-                            "task": "backward", "device": "cpu", "threads": 1, "seed": seed}
-                    status, message = NOT_OK.get((framework, mode, model, seed), ("ok", ""))
-                    cells.append({**cell, "status": status, "message": message})
-                    if status != "ok":
-                        continue
-                    step = BASE[model] * (0.5 if mode_info.compiled else 1.0) * (1 + 0.1 * seed)
-                    for i, s in enumerate(step * (1 + 0.01 * i) for i in range(3)):
-                        iterations.append({
-                            **cell, "iteration": i, "phase": "measured",
-                            "forward_s": NAN if mode_info.compiled else s / 4,
-                            "backward_s": NAN if mode_info.compiled else 3 * s / 4,
-                            "step_s": s})
-    summary = stats.across_seeds(stats.trial_stats(pd.DataFrame(iterations)))
-    return summary, pd.DataFrame(cells)
+        for mode in info.modes:
+            for models, tasks in MEASURED:
+                for model in models:
+                    for task in tasks:
+                        for n_threads in threads:
+                            for seed in (0, 1):
+                                yield {"framework": framework, "mode": mode, "model": model,
+                                       "task": task, "device": "cpu", "threads": n_threads,
+                                       "seed": seed}
+
+
+def fake_iterations_and_cells(threads: tuple[int, ...] = (1,)):
+    """Raw iterations and cells.parquet rows; more threads run proportionally faster."""
+    iterations, cells = [], []
+    for cell in grid(threads):
+        f, m, model, task, seed = (cell[k] for k in ("framework", "mode", "model", "task",
+                                                     "seed"))
+        status, message = NOT_OK.get((f, m, model, task, seed), ("ok", ""))
+        cells.append({**cell, "status": status, "message": message,
+                      "choices": cell_choices(f, m, task)})
+        if status == "ok":
+            step = step_seconds(f, m, model, task, seed) / cell["threads"]
+            iterations += iteration_rows(cell, step)
+    return pd.DataFrame(iterations), pd.DataFrame(cells)
+
+
+def fake_aggregate() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """summary and cells as aggregate.py writes them."""
+    iterations, cells = fake_iterations_and_cells()
+    return stats.across_seeds(stats.trial_stats(iterations)), cells
 
 
 @pytest.fixture(scope="module")
-def tidy():
-    summary, cells = fake_aggregate()
-    return {spec.name: tables.tidy_table(spec, summary, cells) for spec in tables.TABLES}
+def aggregate():
+    return fake_aggregate()
 
 
-def test_fmt_pm():
+@pytest.fixture(scope="module")
+def tidy(aggregate):
+    summary, cells = aggregate
+    return {t.name: tables.tidy_table(t, summary, cells) for t in TABLES}
+
+
+def test_formatting_keeps_three_significant_digits():
     assert tables.fmt_pm(686.2, 21.4) == "686 ± 21"
     assert tables.fmt_pm(686.2, NAN) == "686"  # one trial: no spread
     assert tables.fmt_pm(NAN, NAN) == "n/a"
     assert tables.fmt_pm(686.2, 21.4, pm=r"$\pm$") == r"686 $\pm$ 21"
+    assert tables.fmt_pm(0.9339, 0.1104) == "0.934 ± 0.110"
+    assert tables.fmt_pm(11.179, 0.3152) == "11.2 ± 0.3"
+    assert tables.fmt_ratio(1.234) == "1.23" and tables.fmt_ratio(NAN) == "n/a"
 
 
-def test_one_row_per_condition_in_registry_order(tidy):
-    for spec in tables.TABLES:
-        table = tidy[spec.name]
-        assert list(table.columns) == tables.TIDY_COLUMNS
-        expected = [(model, framework) for model in MODELS for framework in FRAMEWORKS]
-        assert list(zip(table["model"], table["framework"])) == expected
-        assert {FRAMEWORKS[f].modes[m].compiled for f, m in zip(table["framework"],
-                                                               table["mode"])} == {spec.compiled}
-        assert set(table["quantity"]) == {spec.quantity}
+def test_every_spec_table_has_the_tidy_columns(tidy):
+    assert set(tidy) == {t.name for t in TABLES}
+    for table in TABLES:
+        assert list(tidy[table.name].columns) == tables.TIDY_COLUMNS
+    assert tidy[MISSING_TABLE].empty
 
 
-def test_failed_and_partial_cells_get_status_and_note(tidy):
+def test_rows_are_the_tables_models_and_tasks_in_spec_order(tidy):
+    for table in TABLES:
+        t = tidy[table.name]
+        assert set(t["model"]) <= set(table.models) and set(t["task"]) <= set(table.tasks)
+        assert set(t["quantity"]) <= {table.quantity} and set(t["unit"]) <= {table.unit}
+        if table.compiled is not None:
+            assert set(t["compiled"]) <= {table.compiled}
+        model_order = [list(MODELS).index(m) for m in t["model"]]
+        assert model_order == sorted(model_order)
+    eager = tidy["table1_eager"]
+    expected = [(m, f, "eager") for m in ("mlp512", "mlp354x2", "mlp294x3") for f in FRAMEWORKS]
+    assert list(zip(eager["model"], eager["framework"], eager["mode"])) == expected
+    # fcn has all four tasks measured, but table3 shows only its two Jacobian tasks.
+    assert list(dict.fromkeys(tidy["table3_jacobian"]["task"])) == list(
+        BY_NAME["table3_jacobian"].tasks)
+
+
+def test_modes_that_do_not_record_the_quantity_are_absent(aggregate):
+    summary, cells = aggregate
+    every_mode = dataclasses.replace(BY_NAME["table1_eager"], compiled=None)
+    t = tables.tidy_table(every_mode, summary, cells)
+    pairs = set(zip(t["framework"], t["mode"]))
+    for framework, info in FRAMEWORKS.items():
+        for mode, mode_info in info.modes.items():
+            assert ((framework, mode) in pairs) == (not mode_info.whole_step)
+
+
+def test_numbers_are_in_the_tables_unit(tidy):
+    rows = tidy["table3_jacobian"].set_index(["model", "task", "framework", "mode"])
+    r = rows.loc[("fcn", "jacobian_rows", "torch", "eager")]
+    # Seeds 0 and 1 scale the step by 1 and 1.1; measured iterations by 1.02-1.04; 1e-5 s.
+    assert r["mean"] == pytest.approx(4e-4 * 2.0 * 1.03 * 1.05 * 1e5)
+    resnet = tidy["table4_resnet50"].set_index(["task", "framework", "mode"])
+    assert resnet.loc[("jacobian_rows", "torch", "eager"), "mean"] == pytest.approx(
+        0.5 * 2.0 * 1.03 * 1.05)
+    eager = tidy["table1_eager"].set_index(["framework", "model"])
+    # Backward is 3/4 of the step; µs.
+    assert eager.loc[("torch", "mlp512"), "mean"] == pytest.approx(0.75 * 1000 * 1.03 * 1.05)
+
+
+def test_failed_partial_and_unsupported_cells_get_status_and_note(tidy):
     eager = tidy["table1_eager"].set_index(["framework", "model"])
     na = eager.loc[("tensorflow", "mlp354x2")]
-    assert na["status"] == "n/a" and math.isnan(na["mean_us"])
+    assert na["status"] == "n/a" and math.isnan(na["mean"])
     assert "2 of 2 seeds" in na["note"] and "RuntimeError: boom" in na["note"]
     ok = eager.loc[("torch", "mlp512")]
     assert (ok["status"], ok["note"], ok["n_seeds"]) == ("ok", "", 2)
-    # Backward is 3/4 of the step; seeds 0 and 1 scale it by 1 and 1.1; µs.
-    assert ok["mean_us"] == pytest.approx(0.75 * 1000 * 1.01 * 1.05)
 
     compiled = tidy["table2_compiled"].set_index(["framework", "model"])
     partial = compiled.loc[("torch", "mlp512")]
     assert partial["status"] == "partial" and partial["n_seeds"] == 1
     assert "1 of 2 seeds" in partial["note"] and "unsupported: no GPU" in partial["note"]
-    assert math.isnan(partial["mean_sd_us"]) and not math.isnan(partial["mean_us"])
+    assert math.isnan(partial["mean_sd"]) and not math.isnan(partial["mean"])
+
+    layers = tidy["table7_layers"].set_index(["framework", "mode", "model", "task"])
+    ctc = layers.loc[("tensorflow", "graph", "ctc", "backward")]
+    assert ctc["status"] == "n/a" and "CTC: no XLA kernel" in ctc["note"]
 
 
-def test_improvements_only_in_the_compiled_table(tidy):
-    assert tidy["table1_eager"]["improvement"].isna().all()
+def test_improvements_only_where_the_table_asks(tidy):
+    for table in TABLES:
+        if not table.improvement:
+            assert tidy[table.name]["improvement"].isna().all()
     compiled = tidy["table2_compiled"].set_index(["framework", "model"])
     # Eager step / compiled step: 2x, as both seeds of both modes scale alike.
     assert compiled.loc[("tensorflow", "mlp512"), "improvement"] == pytest.approx(2.0)
     assert compiled.loc[("tensorflow", "mlp512"), "improvement_study_style"] == pytest.approx(1.5)
-    # Eager tensorflow mlp354x2 failed: no improvement can be computed.
-    assert math.isnan(compiled.loc[("tensorflow", "mlp354x2"), "improvement"])
+    assert math.isnan(compiled.loc[("tensorflow", "mlp354x2"), "improvement"])  # eager failed
 
 
-def test_markdown_and_latex_name_every_model_and_framework(tidy):
-    for spec in tables.TABLES:
-        table = tidy[spec.name]
-        markdown, latex = tables.to_markdown(table, spec), tables.to_latex(table)
-        assert spec.title in markdown
+def test_two_task_tables_report_the_ratio_of_their_tasks(tidy):
+    h0 = tidy["table6_hypothesis0"]
+    second = h0[h0["task"] == "loss_jacobian"]
+    assert set(second["model"]) == {"mlp512", "fcn"}
+    # torch script mlp512's backward has seed 0 only (partial), which is 10% faster.
+    partial = (second["model"] == "mlp512") & (second["mode"] == "script")
+    assert second.loc[~partial, "task_ratio"].to_numpy() == pytest.approx(1.5)
+    assert second.loc[partial, "task_ratio"].to_numpy() == pytest.approx(1.5 * 1.05)
+    assert h0.loc[h0["task"] == "backward", "task_ratio"].isna().all()
+    jac = tidy["table3_jacobian"]
+    assert jac.loc[jac["task"] == "jacobian_vectorized", "task_ratio"].to_numpy() == \
+        pytest.approx(0.25)
+    assert tidy["table7_layers"]["task_ratio"].isna().all()  # four tasks: no single ratio
+
+
+def test_markdown_and_latex_name_every_model_task_and_mode(tidy):
+    for table in TABLES:
+        t = tidy[table.name]
+        markdown, latex = tables.to_markdown(t, table), tables.to_latex(t, table)
+        assert table.title in markdown
+        if t.empty:
+            assert tables.EMPTY_NOTE in markdown and tables.EMPTY_NOTE in latex
+            continue
         for text in (markdown, latex):
-            for mlp in MODELS.values():
-                assert mlp.label in text and str(mlp.n_parameters) in text
-            for info in FRAMEWORKS.values():
-                assert info.label in text
-        assert "n/a" in markdown and r"$\pm$" in latex and "±" not in latex
-    assert "RuntimeError: boom" in tables.to_markdown(tidy["table1_eager"], tables.TABLES[0])
+            for model in set(t["model"]):
+                assert str(MODELS[model].n_parameters) in text
+            for f, m in set(zip(t["framework"], t["mode"])):
+                assert FRAMEWORKS[f].label in text and FRAMEWORKS[f].modes[m].label in text
+        if len(set(t["task"])) > 1:
+            assert all(TASKS[task].label in markdown for task in set(t["task"]))
+        assert "±" not in latex and r"\begin{tabular}" in latex
+    assert "RuntimeError: boom" in tables.to_markdown(tidy["table1_eager"], TABLES[0])
+    assert "loss_jacobian/backward" in tables.to_markdown(tidy["table6_hypothesis0"],
+                                                          BY_NAME["table6_hypothesis0"])
 
 
 def test_write_table_writes_csv_md_and_tex(tidy, tmp_path):
-    spec = tables.TABLES[1]
-    tables.write_table(spec, tidy[spec.name], str(tmp_path / spec.name))
+    table = BY_NAME["table2_compiled"]
+    tables.write_table(table, tidy[table.name], str(tmp_path / table.name))
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        f"{spec.name}.{ext}" for ext in ("csv", "md", "tex")]
-    back = pd.read_csv(tmp_path / f"{spec.name}.csv")
-    assert list(back.columns) == tables.TIDY_COLUMNS and len(back) == len(tidy[spec.name])
-    assert (tmp_path / f"{spec.name}.md").read_text() == tables.to_markdown(tidy[spec.name], spec)
-    assert r"\begin{tabular}" in (tmp_path / f"{spec.name}.tex").read_text()
+        f"{table.name}.{ext}" for ext in ("csv", "md", "tex")]
+    back = pd.read_csv(tmp_path / f"{table.name}.csv")
+    assert list(back.columns) == tables.TIDY_COLUMNS and len(back) == len(tidy[table.name])
+    assert (tmp_path / f"{table.name}.md").read_text() == tables.to_markdown(tidy[table.name],
+                                                                             table)
 
 
-def test_a_table_with_no_cells_of_its_modes_is_empty_not_a_crash(tmp_path):
-    summary, cells = fake_aggregate()
-    eager = cells[cells["mode"] == "eager"].reset_index(drop=True)
-    table = tables.tidy_table(tables.TABLES[1], summary[summary["mode"] == "eager"], eager)
-    assert list(table.columns) == tables.TIDY_COLUMNS and table.empty
-    tables.write_table(tables.TABLES[1], table, str(tmp_path / "t2"))
-    assert tables.EMPTY_NOTE in (tmp_path / "t2.md").read_text()
+def test_make_tables_writes_every_table_even_unmeasured_ones(aggregate, tmp_path):
+    import make_tables
+
+    summary, cells = aggregate
+    summary.to_parquet(tmp_path / "summary.parquet")
+    cells.to_parquet(tmp_path / "cells.parquet")
+    out = tmp_path / "tables"
+    assert make_tables.main(["--summary", str(tmp_path / "summary.parquet"),
+                             "--cells", str(tmp_path / "cells.parquet"),
+                             "--outdir", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{t.name}.{ext}" for t in TABLES for ext in ("csv", "md", "tex"))
+    empty = pd.read_csv(out / f"{MISSING_TABLE}.csv")
+    assert empty.empty and list(empty.columns) == tables.TIDY_COLUMNS
+    assert tables.EMPTY_NOTE in (out / f"{MISSING_TABLE}.md").read_text()

@@ -1,8 +1,9 @@
 """Render the paper (report/paper.tex.j2) from the pipeline's outputs and compile it to PDF.
 
-Standalone: stdlib, pandas and jinja2 only, no snakemake object, so it runs (and is tested)
-outside the workflow.  Every number the paper prints is put into the rendering context here;
-the template only lays it out.
+Standalone (no snakemake object), so it runs and is tested outside the workflow.  Every number
+the paper prints is put into the rendering context here, from the data; the template only lays
+it out.  Frameworks, modes, models, tasks and tables all come from adbench.spec: nothing here
+lists them.
 """
 
 from __future__ import annotations
@@ -10,14 +11,23 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
+import statistics
 import subprocess
 import sys
-import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import jinja2
 import pandas as pd
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from adbench import tables as tbl  # noqa: E402
+from adbench.spec import (  # noqa: E402
+    FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, timed_quantities)
+from adbench.tables import latex, missing  # noqa: E402
 
 LATEX_TOOLS = ("latexmk", "pdflatex", "bibtex")
 INSTALL_HINT = (
@@ -26,15 +36,17 @@ INSTALL_HINT = (
     "texlive-fonts-recommended texlive-science lmodern latexmk\n"
     "on Debian/Ubuntu, or run ./setup.sh (as root). Use --tex-only to render paper.tex alone."
 )
-
-# Columns of the side-by-side tables: (framework, mode) as in the study.
-EAGER_COLUMNS = (("torch", "eager"), ("tensorflow", "eager"))
-COMPILED_COLUMNS = (("torch", "script"), ("tensorflow", "graph"))
-FRAMEWORK_LABELS = {"torch": "PyTorch", "tensorflow": "TensorFlow"}
-MODE_LABELS = {"eager": "eager", "script": "TorchScript", "graph": "tf.function"}
-
-# Statements of the study's text (not its tables), for the discussion.  Section numbers refer
-# to the study (shared/seeds/000_6ecfd0c259f766ce.txt).
+UNIT_LATEX = {"us": r"\si{\micro\second}", "ms": r"\si{\milli\second}", "s": r"\si{\second}",
+              "1e-5 s": r"$10^{-5}$\,\si{\second}"}
+QUANTITY_TEXT = {"backward_s": "the backward pass alone", "forward_s": "the forward pass alone",
+                 "step_s": "the whole step (forward and derivative)"}
+QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
+# A ratio this close to 1 counts as "equal" when a hypothesis claims two costs are equal.
+EQUAL_WITHIN = 0.10
+NOT_IN_GRID = "not in this run's grid (not measured)"
+# What claims.json may say about a hypothesis (keyed by table name); only name and statement
+# are required.
+HYPOTHESIS_FIELDS = {"name": "", "premise": "", "statement": "", "source": ""}
 
 
 def log(message: str) -> None:
@@ -42,41 +54,18 @@ def log(message: str) -> None:
 
 
 # ----------------------------------------------------------------------------- formatting
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-    "±": r"$\pm$", "µ": r"\textmu{}", "μ": r"\textmu{}", "×": r"$\times$", "→": r"$\to$",
-    "–": "--", "—": "---", "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$",
-}
-
-
-def latex(value) -> str:
-    """Escape a text value for LaTeX; characters pdflatex may not know are folded to ASCII."""
-    out = []
-    for ch in str(value):
-        if ch in _LATEX_SPECIAL:
-            out.append(_LATEX_SPECIAL[ch])
-        elif ord(ch) < 128:
-            out.append(ch)
-        else:  # an unknown glyph would stop the build: keep its ASCII base letter, or '?'
-            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-                       or "?")
-    return "".join(out)
-
-
-def missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def pm(mean, sd) -> str:
     """'686 $\\pm$ 21' in the study's style; the mean alone when one seed gave no sd."""
-    if missing(mean):
-        return "n/a"
-    return f"{mean:.0f}" if missing(sd) else f"{mean:.0f} $\\pm$ {sd:.0f}"
+    return tbl.fmt_pm(mean, sd, pm=r"$\pm$")
 
 
 def ratio(value) -> str:
     return "n/a" if missing(value) else f"{value:.2f}"
+
+
+def far_ratio(value) -> str:
+    """A ratio that may be far from 1: three significant digits ('0.0240', '709')."""
+    return tbl.fmt_number(value)
 
 
 def sci(value) -> str:
@@ -89,19 +78,90 @@ def factor(value) -> str:
     return "n/a" if missing(value) else f"{value:.0f}" if value >= 10 else f"{value:.1f}"
 
 
+def seconds(value) -> str:
+    """A time in seconds, three significant digits: '0.934', '2450'."""
+    return "n/a" if missing(value) else tbl.fmt_number(value)
+
+
 def span(values) -> str:
     """'1.3--1.5' over models, a single value when they agree, 'n/a' when there is none."""
-    values = sorted(f"{v:.2f}" for v in values if not missing(v))
+    values = sorted(float(v) for v in values if not missing(v))
     if not values:
         return "n/a"
-    return values[0] if values[0] == values[-1] else f"{values[0]}--{values[-1]}"
+    low, high = f"{values[0]:.2f}", f"{values[-1]:.2f}"
+    return low if low == high else f"{low}--{high}"
 
 
 def unit_threads(n) -> str:
     return f"{n} thread" + ("" if str(n) == "1" else "s")
 
 
-# ----------------------------------------------------------------------------- tables 1-2
+def unit_latex(unit: str) -> str:
+    return UNIT_LATEX.get(unit, latex(unit))
+
+
+def pair_label(framework: str, mode: str) -> str:
+    return latex(tbl.column_label(framework, mode))
+
+
+def shape_text(shape) -> str:
+    return "×".join(str(n) for n in shape)
+
+
+def verbatim_pm(mean, sd) -> str:
+    """A published cell exactly as printed: its mean, and '± sd' where it gave one."""
+    if missing_text(mean):
+        return "--"
+    return latex(mean) + ("" if missing_text(sd) else f" $\\pm$ {latex(sd)}")
+
+
+def missing_text(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or str(value) == ""
+
+
+# ----------------------------------------------------------------------------- inputs
+def read_csv(path) -> pd.DataFrame:
+    # Only empty cells and 'nan' are missing: a status of "n/a" must stay a string.
+    return pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+
+
+def read_tidy(folder: Path, table: TableInfo) -> pd.DataFrame:
+    """Our tidy table; an absent or empty file is a table this run measured nothing of."""
+    path = folder / f"{table.name}.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=tbl.TIDY_COLUMNS)
+    return read_csv(path)
+
+
+def read_published(folder: Path, table: TableInfo) -> pd.DataFrame:
+    """The study's rows, as text: they are printed verbatim, never reformatted."""
+    if not table.published or not (folder / table.published).exists():
+        return pd.DataFrame(columns=["model", "task", "framework", "mode", "study_label",
+                                     "mean", "std"])
+    return pd.read_csv(folder / table.published, dtype=str, keep_default_na=False)
+
+
+def published_seconds(row, table: TableInfo) -> float:
+    return float(row["mean"]) / tbl.unit_scale(table.unit)
+
+
+def ok_rows(tidy: pd.DataFrame) -> pd.DataFrame:
+    return tidy[tidy["mean"].notna()] if len(tidy) else tidy
+
+
+def first_block(tidy: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the first (device, threads) block: the headline numbers come from it."""
+    if tidy.empty:
+        return tidy
+    device, threads = sorted(set(zip(tidy["device"], tidy["threads"])))[0]
+    return tidy[(tidy["device"] == device) & (tidy["threads"] == threads)]
+
+
+def block_heading(device, threads) -> str:
+    return f"{device}, {unit_threads(threads)}"
+
+
+# ----------------------------------------------------------------------------- side-by-side tables
 class Notes:
     """Footnote marks (a, b, ...) for table cells that are not 'ok', with their notes."""
 
@@ -117,158 +177,571 @@ class Notes:
         return mark
 
 
-def our_cell(rows: pd.DataFrame, framework: str, mode: str, where: str, notes: Notes) -> dict:
-    """Formatted cells of one (framework, mode) in one block; n/a with a note, never dropped."""
-    label = f"{FRAMEWORK_LABELS.get(framework, framework)} {MODE_LABELS.get(mode, mode)}, {where}"
-    found = rows[(rows["framework"] == framework) & (rows["mode"] == mode)]
+def superscript(mark: str) -> str:
+    return f"$^{{\\mathrm{{{mark}}}}}$"
+
+
+def stat_heads(table: TableInfo) -> list[str]:
+    return ["mean", "std"] + (["step/step", "bwd/step"] if table.improvement else [])
+
+
+def paper_columns(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame) -> list:
+    """(framework, mode) columns: the table's modes present in our data or the study's."""
+    present = set(zip(ours["framework"], ours["mode"])) | set(zip(published["framework"],
+                                                                  published["mode"]))
+    return [pair for pair in tbl.table_modes(table) if pair in present]
+
+
+def our_cells(found: pd.DataFrame, table: TableInfo, pair, where: str, notes: Notes,
+              std_sd: bool) -> list:
+    """Formatted cells of one (framework, mode) for one model and task; n/a with a note.
+
+    The std's own spread over seeds is printed only where the study printed one (its
+    Tables 1-2): elsewhere it would double the width for a number the study never gave.
+    """
+    compiled = FRAMEWORKS[pair[0]].modes[pair[1]].compiled
     if found.empty:
-        r, status, note = {}, "n/a", "not measured (not in this run's grid)"
+        r, status, note = {}, "n/a", ""
     else:
         r = found.iloc[0].to_dict()
-        status = r["status"]
-        note = "" if missing(r.get("note")) else str(r["note"])
-    if status != "ok" and not note:
-        note = f"status {status}"
-    cell = {
-        "mean": pm(r.get("mean_us"), r.get("mean_sd_us")),
-        "std": pm(r.get("std_us"), r.get("std_sd_us")),
-        "improvement": ratio(r.get("improvement")),
-        "study_style": ratio(r.get("improvement_study_style")),
-        "status": status,
-    }
-    if status != "ok":  # the mark goes on the mean, the note under the table
-        mark = notes.mark(f"{latex(label)}: {latex(status)} --- {latex(note)}")
-        cell["mean"] += f"$^{{\\mathrm{{{mark}}}}}$"
-    return cell
-
-
-def study_cell(published: pd.DataFrame, model: str, framework: str) -> dict:
-    """The study's cells; '--' where the study reported nothing."""
-    found = published[(published["model"] == model) & (published["framework"] == framework)]
+        status, note = r["status"], "" if missing_text(r.get("note")) else str(r["note"])
+    cells = [pm(r.get("mean"), r.get("mean_sd")),
+             pm(r.get("std"), r.get("std_sd") if std_sd else None)]
+    if table.improvement:
+        cells += ([ratio(r.get("improvement")), ratio(r.get("improvement_study_style"))]
+                  if compiled else ["--", "--"])
     if found.empty:
-        return {"mean": "--", "std": "--", "improvement": "--"}
+        cells[0] += superscript(notes.mark(NOT_IN_GRID))
+    elif status != "ok":  # the mark goes on the mean, the note under the table
+        text = f"{pair_label(*pair)}, {latex(where)}: {latex(status)} --- {latex(note)}"
+        cells[0] += superscript(notes.mark(text))
+    return cells
+
+
+def study_cells(found: pd.DataFrame, table: TableInfo) -> list:
+    """The study's cells, verbatim; '--' where it reported nothing."""
+    if found.empty:
+        return ["--"] * len(stat_heads(table))
     r = found.iloc[0].to_dict()
-    return {"mean": pm(r["mean_us"], r["mean_sd_us"]), "std": pm(r["std_us"], r["std_sd_us"]),
-            "improvement": ratio(r.get("improvement"))}
+    cells = [verbatim_pm(r.get("mean"), r.get("mean_sd")), verbatim_pm(r.get("std"),
+                                                                        r.get("std_sd"))]
+    if table.improvement:
+        cells += ["--", verbatim_pm(r.get("improvement"), None)]
+    return cells
 
 
-def blocks_of(ours: pd.DataFrame):
-    """(heading, rows) per (device, threads, task); one all-n/a block when nothing ran."""
+def ratio_cells(found_by_pair: dict, n_stats: int) -> list:
+    return [f"\\multicolumn{{{n_stats}}}{{c}}{{{ratio(ratio_of(found))}}}"
+            for found in found_by_pair.values()]
+
+
+def ratio_of(found: pd.DataFrame):
+    return found["task_ratio"].iloc[0] if len(found) else math.nan
+
+
+def model_heading(model: str) -> str:
+    spec = MODELS[model]
+    study = spec.study_parameters
+    return (f"\\textbf{{{latex(spec.label)}}}\\quad {spec.n_parameters} parameters"
+            + (f" (study: {study})" if study else ""))
+
+
+def model_group(model: str, rows: pd.DataFrame, published: pd.DataFrame, table: TableInfo,
+                columns: list, tasks: list, heading: str, notes: Notes) -> dict:
+    """One model: a 'this work' row per task, the ratio of two tasks, the study's row."""
+    if model in set(rows["model"]):
+        found = {task: cells_of(rows[(rows["model"] == model) & (rows["task"] == task)],
+                                columns) for task in tasks}
+        lines = [our_line(model, task, found[task], table, heading, notes,
+                          several=len(tasks) > 1, std_sd="std_sd" in published)
+                 for task in tasks] + ratio_line(table, found)
+    else:  # one line, not a grid of n/a
+        span_all = len(columns) * len(stat_heads(table))
+        lines = [{"label": "this work", "cells": [
+            f"\\multicolumn{{{span_all}}}{{c}}{{\\emph{{{latex(NOT_IN_GRID)}}}}}"]}]
+    return {"heading": model_heading(model),
+            "lines": lines + study_line(published[published["model"] == model], table,
+                                        columns)}
+
+
+def cells_of(rows: pd.DataFrame, columns: list) -> dict:
+    """Our rows of one model and task, per (framework, mode) column."""
+    return {p: rows[(rows["framework"] == p[0]) & (rows["mode"] == p[1])] for p in columns}
+
+
+def our_line(model: str, task: str, found: dict, table: TableInfo, heading: str,
+             notes: Notes, several: bool, std_sd: bool) -> dict:
+    where = f"{MODELS[model].label}, {TASKS[task].label}" + (f", {heading}" if heading else "")
+    cells = [c for p, mine in found.items()
+             for c in our_cells(mine, table, p, where, notes, std_sd)]
+    return {"label": latex("this work" + (f": {TASKS[task].label}" if several else "")),
+            "cells": cells}
+
+
+def ratio_line(table: TableInfo, found: dict) -> list:
+    pair = tbl.ratio_tasks(table)
+    if not pair or not all(t in found for t in pair):
+        return []
+    return [{"label": r"\emph{ratio}",  # which ratio: the caption says
+             "cells": ratio_cells(found[pair[1]], len(stat_heads(table)))}]
+
+
+def study_line(pub: pd.DataFrame, table: TableInfo, columns: list) -> list:
+    if pub.empty:
+        return []
+    cells = [c for p, rows in cells_of(pub, columns).items() for c in study_cells(rows, table)]
+    return [{"label": "study (published)", "cells": cells}]
+
+
+def font_size(n_stat_columns: int) -> str:
+    """Smaller type and tighter columns as a table widens, to stay within the text width."""
+    if n_stat_columns <= 4:
+        return r"\small\setlength{\tabcolsep}{4pt}"
+    if n_stat_columns <= 6:
+        return r"\footnotesize\setlength{\tabcolsep}{3pt}"
+    return r"\scriptsize\setlength{\tabcolsep}{2pt}"
+
+
+def table_caption(table: TableInfo, published: pd.DataFrame, n_seeds: str) -> str:
+    """What the table shows, in words generated from the spec."""
+    parts = [f"{latex(table.title)}: {QUANTITY_TEXT.get(table.quantity, latex(table.quantity))}"
+             f", in {unit_latex(table.unit)}. Ours: mean over seeds of each seed's mean "
+             f"$\\pm$ its sd over seeds, and mean of each seed's std"
+             + (" $\\pm$ its sd, as the study printed them" if "std_sd" in published else
+                " (its sd over seeds is in the CSV)")
+             + f"; {n_seeds} seeds, a value without $\\pm$ comes from one seed."]
+    if table.improvement:
+        parts.append("``step/step'': eager step / compiled step, like for like; ``bwd/step'': "
+                     "eager backward / compiled step, the ratio the study's improvement column "
+                     "computed (its column is printed there).")
+    pair = tbl.ratio_tasks(table)
+    if pair:
+        parts.append(f"Ratio rows: our {latex(TASKS[pair[1]].label)} mean over our "
+                     f"{latex(TASKS[pair[0]].label)} mean, same model and mode.")
+    if len(published):
+        unnamed = sorted(set(published["task"]) - set(table.tasks))
+        parts.append(f"Study (published): {latex(table.study_table)}, copied verbatim.")
+        if unnamed:
+            parts.append("The study did not say how it computed its "
+                         f"{latex(', '.join(unnamed))}; its row follows ours for every task.")
+    return " ".join(parts)
+
+
+def table_context(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame) -> dict:
+    """A spec table side by side with the study's: per block and model, ours above theirs."""
+    base = {"name": table.name, "title": latex(table.title),
+            "study_table": latex(table.study_table or "none"), "measured": not ours.empty}
     if ours.empty:
-        return [("nothing measured", ours)]
-    several_tasks = ours["task"].nunique() > 1
-    return [(f"{device}, {unit_threads(threads)}" + (f", task {task}" if several_tasks else ""),
-             rows)
-            for (device, threads, task), rows in ours.groupby(["device", "threads", "task"])]
-
-
-def side_by_side(ours: pd.DataFrame, published: pd.DataFrame, columns) -> dict:
-    """Per block and model: a 'this work' row, then the study's published row."""
+        source = (f"; the study's numbers are in report/published/{table.published}"
+                  if table.published else "")
+        return {**base, "not_measured": latex(f"Not measured in this run: the config's grid "
+                                              f"has no cell of this table{source}.")}
     notes = Notes()
-    models = list(dict.fromkeys(list(published["model"]) + list(ours["model"])))
+    columns = paper_columns(table, ours, published)
+    tasks = [t for t in table.tasks if t in set(ours["task"])]
+    models = [m for m in table.models if m in set(ours["model"]) | set(published["model"])]
+    heads = stat_heads(table)
+    conditions = sorted(set(zip(ours["device"], ours["threads"])))
     blocks = []
-    for heading, rows in blocks_of(ours):
-        block_rows = []
-        for model in models:
-            mine = rows[rows["model"] == model]
-            pub = published[published["model"] == model]
-            label = (mine if not mine.empty else pub)["model_label"].iloc[0]
-            block_rows.append({
-                "model_label": latex(label),
-                "n_parameters": "n/a" if mine.empty else str(int(mine["n_parameters"].iloc[0])),
-                "n_parameters_study": (str(int(pub["n_parameters_published"].iloc[0]))
-                                       if "n_parameters_published" in pub and not pub.empty
-                                       else "--"),
-                "ours": [our_cell(mine, fw, mode, f"{label}, {heading}", notes)
-                         for fw, mode in columns],
-                "study": [study_cell(pub, model, fw) for fw, _ in columns],
-            })
-        blocks.append({"heading": latex(heading), "rows": block_rows})
-    n_seeds = sorted({int(n) for n in ours["n_seeds"].dropna()})
+    for device, threads in conditions:
+        rows = ours[(ours["device"] == device) & (ours["threads"] == threads)]
+        heading = block_heading(device, threads) if len(conditions) > 1 else ""
+        groups = [model_group(m, rows, published, table, columns, tasks, heading, notes)
+                  for m in models]
+        blocks.append({"heading": latex(heading), "groups": groups})
+    n_seeds = ", ".join(str(n) for n in sorted({int(n) for n in ours["n_seeds"].dropna()}))
+    n_stat_columns = len(columns) * len(heads)
     return {
-        "blocks": blocks, "several_blocks": len(blocks) > 1, "notes": notes.items,
-        "columns": [{"framework": FRAMEWORK_LABELS.get(f, f), "mode": MODE_LABELS.get(m, m)}
-                    for f, m in columns],
-        "n_seeds": ", ".join(map(str, n_seeds)) or "n/a",
-        "first_block": latex(blocks_of(ours)[0][0]),
+        **base, "blocks": blocks, "notes": notes.items,
+        "columns": [{"label": pair_label(*p)} for p in columns],
+        "n_stats": len(heads), "heads": heads, "n_cols": 1 + n_stat_columns,
+        "colspec": "c" * n_stat_columns,
+        "cmidrules": "".join(f"\\cmidrule(lr){{{2 + i * len(heads)}-{1 + (i + 1) * len(heads)}}}"
+                             for i in range(len(columns))),
+        "fontsize": font_size(n_stat_columns),
+        "caption": table_caption(table, published, n_seeds or "n/a"),
     }
 
 
-def first_block(ours: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the first (device, threads, task) block that have numbers."""
-    rows = blocks_of(ours)[0][1]
-    return rows[rows["status"] != "n/a"]
+# ----------------------------------------------------------------------------- headline numbers
+def per_model(tidy: pd.DataFrame, pair, value: str) -> pd.Series:
+    rows = tidy[(tidy["framework"] == pair[0]) & (tidy["mode"] == pair[1])]
+    return pd.to_numeric(rows.set_index(["model", "task"])[value], errors="coerce")
 
 
-def headline(ours1: pd.DataFrame, pub1: pd.DataFrame, ours2: pd.DataFrame,
-             pub2: pd.DataFrame) -> dict:
-    """Ranges over models for the abstract and discussion, ours (first block) and study's."""
-    def per_model(df, value, framework):
-        return df[df["framework"] == framework].set_index("model")[value]
-
-    def tf_over_torch(df):
-        return list(per_model(df, "mean_us", "tensorflow") / per_model(df, "mean_us", "torch"))
-
-    eager = first_block(ours1)
-    compiled = first_block(ours2)
-    gains = []
-    for framework, mode in COMPILED_COLUMNS:
-        gains.append({
-            "framework": FRAMEWORK_LABELS[framework], "mode": MODE_LABELS[mode],
-            "ours": span(per_model(compiled, "improvement", framework)),
-            "ours_study_style": span(per_model(compiled, "improvement_study_style", framework)),
-            "study": span(per_model(pub2, "improvement", framework)),
+def column_ratios(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame) -> list:
+    """Every column over the table's first one, over models: ours (first block) and the study's."""
+    mine = ok_rows(first_block(ours))
+    pairs = [p for p in tbl.table_modes(table) if p in set(zip(mine["framework"], mine["mode"]))]
+    out = []
+    for pair in pairs[1:]:
+        study = published.assign(mean=pd.to_numeric(published["mean"], errors="coerce"))
+        out.append({
+            "column": pair_label(*pair), "baseline": pair_label(*pairs[0]),
+            "ours": span(per_model(mine, pair, "mean") / per_model(mine, pairs[0], "mean")),
+            "study": span(per_model(study, pair, "mean") / per_model(study, pairs[0], "mean")),
         })
+    return out
+
+
+def improvement_headline(table: TableInfo, ours: pd.DataFrame,
+                         published: pd.DataFrame) -> list:
+    """Per compiled column: our two speed-ups over models (first block), and the study's."""
+    mine = ok_rows(first_block(ours))
+    study = (published.assign(improvement=pd.to_numeric(published["improvement"],
+                                                        errors="coerce"))
+             if "improvement" in published else None)
+    return [{"column": pair_label(*pair),
+             "ours": span(per_model(mine, pair, "improvement")),
+             "ours_study_style": span(per_model(mine, pair, "improvement_study_style")),
+             "study": span(per_model(study, pair, "improvement")) if study is not None
+             else "n/a"}
+            for pair in tbl.table_modes(table)
+            if FRAMEWORKS[pair[0]].modes[pair[1]].compiled
+            and pair in set(zip(mine["framework"], mine["mode"]))]
+
+
+def headline(data: dict) -> dict:
+    """The abstract's numbers: the first measured table of eager columns, of improvements."""
+    eager = next((t for t in TABLES if t.compiled is False and not data[t.name]["ours"].empty),
+                 None)
+    gains = next((t for t in TABLES if t.improvement and not data[t.name]["ours"].empty), None)
     return {
-        "tf_over_torch_eager": span(tf_over_torch(eager)),
-        "tf_over_torch_eager_study": span(tf_over_torch(pub1)),
-        "improvements": gains,
+        "eager_table": latex(eager.study_table) if eager else "",
+        "eager_block": first_block_heading(data[eager.name]["ours"]) if eager else "",
+        "eager_ratios": column_ratios(eager, **data[eager.name]) if eager else [],
+        "improvement_block": first_block_heading(data[gains.name]["ours"]) if gains else "",
+        "improvements": improvement_headline(gains, **data[gains.name]) if gains else [],
     }
+
+
+def first_block_heading(tidy: pd.DataFrame) -> str:
+    rows = first_block(tidy)
+    return latex(block_heading(rows["device"].iloc[0], rows["threads"].iloc[0])) if len(rows) \
+        else ""
+
+
+def study_example(data: dict) -> dict | None:
+    """The study's improvement column re-derived: its eager backward mean over its compiled
+    step mean, from the first published row with an improvement and its eager baseline."""
+    for table in TABLES:
+        published = data[table.name]["published"]
+        if "improvement" not in published:
+            continue
+        for _, r in published.iterrows():
+            base = baseline_row(data, r)
+            if base is not None:
+                eager, compiled = float(base["mean"]), float(r["mean"])
+                return {"eager": latex(base["mean"]), "compiled": latex(r["mean"]),
+                        "ratio": f"{eager / compiled:.3f}", "printed": latex(r["improvement"]),
+                        "column": pair_label(r["framework"], r["mode"]),
+                        "model": latex(MODELS[r["model"]].label)}
+    return None
+
+
+def baseline_row(data: dict, compiled_row):
+    """The study's eager row for the same model, task and framework, in any published table."""
+    eager = tbl.eager_mode_of(compiled_row["framework"])
+    for table in TABLES:
+        published = data[table.name]["published"]
+        match = published[(published["model"] == compiled_row["model"])
+                          & (published["task"] == compiled_row["task"])
+                          & (published["framework"] == compiled_row["framework"])
+                          & (published["mode"] == eager)]
+        if len(match):
+            return match.iloc[0]
+    return None
+
+
+# ----------------------------------------------------------------------------- ratios, hypotheses
+def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | None:
+    """A two-task table's ratios per model and mode, and a sentence generated from them."""
+    pair = tbl.ratio_tasks(table)
+    if pair is None or ours.empty:
+        return None
+    rows = ours[(ours["task"] == pair[1]) & ours["task_ratio"].notna()]
+    # TODO(spec): a TableInfo.hypothesis field (name, statement, source) would replace
+    # claims.json's "hypotheses", keyed by table name until then.
+    hypothesis = claims.get("hypotheses", {}).get(table.name)
+    if rows.empty:
+        return None
+    several = rows[["device", "threads"]].drop_duplicates().shape[0] > 1
+    conditions = [{"where": latex(condition_label(r, several)), "ratio": float(r.task_ratio)}
+                  for r in rows.itertuples()]
+    ratios = [c["ratio"] for c in conditions]
+    within = [c for c in conditions if abs(c["ratio"] - 1) <= EQUAL_WITHIN]
+    worst = max(conditions, key=lambda c: abs(math.log(c["ratio"])))
+    return {
+        "table": table.name, "title": latex(table.title),
+        "numerator": latex(TASKS[pair[1]].label), "denominator": latex(TASKS[pair[0]].label),
+        "n": len(conditions), "n_within": len(within), "within_pct": f"{EQUAL_WITHIN:.0%}"
+        .replace("%", r"\%"), "span": span(ratios),
+        "low": ratio(min(ratios)), "high": ratio(max(ratios)),
+        "median": ratio(statistics.median(ratios)),
+        "worst": worst["where"], "worst_ratio": ratio(worst["ratio"]),
+        "within": [c["where"] for c in within],
+        "verdict": verdict(len(within), len(conditions)),
+        "hypothesis": {k: latex(v) for k, v in {**HYPOTHESIS_FIELDS, **hypothesis}.items()}
+        if hypothesis else None,
+        "grid": ratio_grid(table, rows),
+    }
+
+
+def condition_label(r, with_block: bool) -> str:
+    label = f"{MODELS[r.model].label}, {tbl.column_label(r.framework, r.mode)}"
+    return label + (f", {block_heading(r.device, r.threads)}" if with_block else "")
+
+
+def verdict(n_within: int, n: int) -> str:
+    if n_within == n:
+        return "holds in every measured condition"
+    if n_within == 0:
+        return "holds in none of the measured conditions"
+    return f"holds in {n_within} of {n} measured conditions only"
+
+
+def ratio_grid(table: TableInfo, rows: pd.DataFrame) -> dict:
+    """A compact model x mode table of the ratios (first block)."""
+    rows = first_block(rows)
+    pairs = [p for p in tbl.table_modes(table) if p in set(zip(rows["framework"], rows["mode"]))]
+    models = [m for m in table.models if m in set(rows["model"])]
+    body = []
+    for model in models:
+        mine = rows[rows["model"] == model]
+        cells = [ratio(ratio_of(mine[(mine["framework"] == f) & (mine["mode"] == m)]))
+                 for f, m in pairs]
+        body.append({"label": latex(MODELS[model].label), "cells": cells})
+    return {"columns": [pair_label(*p) for p in pairs], "rows": body,
+            "block": first_block_heading(rows)}
+
+
+# ----------------------------------------------------------------------------- scaled-down models
+# TODO(spec): the study's (presumed) input shape could be a ModelSpec field; it is in
+# claims.json's "study_input_shape" (an assumption, labelled there) until then.
+def scaled_down(model: str, study_shape, data: dict) -> list[dict]:
+    """Per table with the model and published numbers: what was scaled down, by how much, the
+    closest of our cells to each published number, and a labelled full-size extrapolation."""
+    spec = MODELS[model]
+    rows_factor = spec.n_outputs / spec.n_jacobian_rows
+    input_factor = math.prod(study_shape) / math.prod(spec.input_shape)
+    out = []
+    for table in TABLES:
+        ours, published = data[table.name]["ours"], data[table.name]["published"]
+        published = published[published["model"] == model]
+        if model not in table.models or published.empty:
+            continue
+        study = [{"label": latex(r["study_label"]), "s": published_seconds(r, table),
+                  "text": latex(r["mean"]) if table.unit == "s"
+                  else seconds(published_seconds(r, table))}
+                 for _, r in published.iterrows()]
+        mine = [{"label": latex(f"{tbl.column_label(r.framework, r.mode)}, "
+                                f"{TASKS[r.task].label}"),
+                 "s": r.mean / tbl.unit_scale(table.unit),
+                 "jacobian": TASKS[r.task].derivative == "jacobian"}
+                for r in ok_rows(first_block(ours[ours["model"] == model])).itertuples()]
+        extrapolated = [{**c, "s": c["s"] * rows_factor * input_factor}
+                        for c in mine if c["jacobian"]]
+        slow, fast = max(study, key=lambda s: s["s"]), min(study, key=lambda s: s["s"])
+        out.append({
+            "model": latex(spec.label), "table": table.name,
+            "study_table": latex(table.study_table),
+            "slowest": {**slow, "s": slow["text"]},
+            "fastest": {**fast, "s": fast["text"]},
+            "slow_over_fast": factor(slow["s"] / fast["s"]),
+            "our_input": latex(shape_text(spec.input_shape)),
+            "study_input": latex(shape_text(study_shape)),
+            "input_factor": factor(input_factor),
+            "our_rows": spec.n_jacobian_rows, "study_rows": spec.n_outputs,
+            "rows_factor": factor(rows_factor), "both_factor": factor(rows_factor * input_factor),
+            "closest": [closest(s, mine, extrapolated) for s in study],
+            "extrapolated": [{"label": c["label"], "s": seconds(c["s"])} for c in extrapolated],
+            "block": first_block_heading(ours[ours["model"] == model]),
+            "measured": bool(mine),
+        })
+    return out
+
+
+def closest(published: dict, mine: list, extrapolated: list) -> dict:
+    """Our measured cell and our extrapolated cell nearest a published time, in ratio terms."""
+    def nearest(cells):
+        if not cells:
+            return {"label": "n/a", "s": "n/a", "ratio": "n/a"}
+        best = min(cells, key=lambda c: abs(math.log(c["s"] / published["s"])))
+        return {"label": best["label"], "s": seconds(best["s"]),
+                "ratio": far_ratio(best["s"] / published["s"])}
+    return {"study": published["label"], "study_s": published["text"],
+            "measured": nearest(mine), "extrapolated": nearest(extrapolated)}
+
+
+# ----------------------------------------------------------------------------- spec facts
+def models_context(measured: set) -> list[dict]:
+    """Every model of the spec: where the seeds name it, what we chose, its sizes."""
+    rows = []
+    for name, spec in MODELS.items():
+        jacobian = f"{spec.n_jacobian_rows} × {shape_text(spec.input_shape)}"
+        if spec.n_jacobian_rows < spec.n_outputs:
+            jacobian += f" (of {spec.n_outputs} rows)"
+        rows.append({
+            "label": latex(spec.label), "name": latex(name), "source": latex(spec.source),
+            "choices": latex(spec.choices), "n_parameters": spec.n_parameters,
+            "jacobian": latex(jacobian), "batch_size": spec.batch_size,
+            "loss": latex(spec.loss), "measured": name in measured,
+        })
+    return rows
+
+
+def modes_context() -> list[dict]:
+    return [{"label": pair_label(f, m), "compiled": info.compiled, "whole_step": info.whole_step,
+             "description": latex(info.description)}
+            for f, fw in FRAMEWORKS.items() for m, info in fw.modes.items()]
+
+
+def tasks_context() -> dict:
+    """The tasks, what each computes, and which quantities every mode records for it."""
+    pairs = [(f, m) for f, fw in FRAMEWORKS.items() for m in fw.modes]
+    rows = [{"label": latex(info.label), "description": latex(info.description),
+             "derivative": latex(info.derivative),
+             "quantities": [latex(", ".join(QUANTITY_SHORT.get(q, q)
+                                            for q in timed_quantities(f, m, task)))
+                            for f, m in pairs]}
+            for task, info in TASKS.items()]
+    return {"rows": rows, "frameworks": [latex(FRAMEWORKS[f].label) for f, _ in pairs],
+            "modes": [latex(FRAMEWORKS[f].modes[m].label) for f, m in pairs],
+            "colspec": "c" * len(pairs)}
+
+
+def tables_overview(data: dict) -> list[dict]:
+    return [{"name": t.name, "title": latex(t.title), "study_table": latex(t.study_table),
+             "measured": not data[t.name]["ours"].empty} for t in TABLES]
 
 
 # ----------------------------------------------------------------------------- other inputs
-def gradient_summary(gradients: pd.DataFrame, tolerance: float) -> dict:
+def choices_context(cells: pd.DataFrame | None) -> list[dict]:
+    """Per (framework, mode): each recorded implementation choice and its values, with the
+    tasks (and number of cells) each value applies to."""
+    if cells is None or "choices" not in cells:
+        return []
+    out = []
+    for f, fw in FRAMEWORKS.items():
+        for m in fw.modes:
+            mine = cells[(cells["framework"] == f) & (cells["mode"] == m)]
+            values: dict[str, Counter] = {}
+            tasks: dict[tuple, set] = {}
+            for blob, task in zip(mine["choices"], mine["task"]):
+                for key, value in parse_choices(blob).items():
+                    text = value if isinstance(value, str) else json.dumps(value)
+                    values.setdefault(key, Counter())[text] += 1
+                    tasks.setdefault((key, text), set()).add(task)
+            for key, counter in values.items():
+                shown = [f"{latex(v)} ({choice_scope(tasks[(key, v)], n, len(mine))})"
+                         for v, n in counter.most_common()]
+                first_of_mode = not out or out[-1]["pair"] != (f, m)
+                out.append({"pair": (f, m), "mode": pair_label(f, m) if first_of_mode else "",
+                            "key": latex(key), "shown": shown})
+    return out
+
+
+def parse_choices(blob) -> dict:
+    if missing_text(blob):
+        return {}
+    try:
+        parsed = json.loads(blob)
+    except (TypeError, ValueError):
+        return {"choices": str(blob)}
+    return parsed if isinstance(parsed, dict) else {"choices": parsed}
+
+
+def choice_scope(tasks: set, n: int, n_cells: int) -> str:
+    if n == n_cells:
+        return "every cell"
+    labels = [TASKS[t].label if t in TASKS else t for t in TASKS if t in tasks]
+    labels += sorted(t for t in tasks if t not in TASKS)
+    return f"{n} cells: {', '.join(labels)}"
+
+
+def gradient_summary(gradients: pd.DataFrame, default_tolerance) -> dict:
+    """Pass counts, per model the largest errors, and the comparisons that did not pass."""
     passed = gradients["passed"].astype(str).str.lower().isin(["true", "1"])
-    errors = gradients.loc[gradients["status"] == "ok", "max_rel_error"].dropna()
-    worst = gradients.loc[errors.idxmax()] if len(errors) else None
+    ok = gradients[gradients["status"] == "ok"] if len(gradients) else gradients
+    has_ref = "ref_rel_error" in gradients
+    has_tol = "tolerance" in gradients
+    per_model = []
+    for model, g in gradients.groupby("model", sort=False):
+        g_ok = g[g["status"] == "ok"]
+        per_model.append({
+            "model": latex(MODELS[model].label if model in MODELS else model),
+            "n": len(g), "n_passed": int(passed[g.index].sum()),
+            "max_rel_error": sci(g_ok["max_rel_error"].max()) if len(g_ok) else "n/a",
+            "ref_rel_error": sci(g_ok["ref_rel_error"].max()) if has_ref and len(g_ok)
+            else "n/a",
+            "tolerance": sci(g["tolerance"].max()) if has_tol else sci(default_tolerance),
+        })
+    order = {m: i for i, m in enumerate(MODELS)}
+    per_model.sort(key=lambda r: order.get(r["model"], len(order)))
     failed = gradients[~passed]
     listed = [
-        latex(f"{r.framework}/{r.mode} vs {r.reference}, {r.model}, {r.device}, "
-              f"{unit_threads(r.threads)}, seed {r.seed}: {r.status}")
+        latex(f"{r.framework}/{r.mode} vs "
+              f"{'nothing' if missing_text(r.reference) else r.reference}, {r.model}, {r.task}, "
+              f"{r.device}, {unit_threads(r.threads)}, seed {r.seed}: {r.status}")
         + ("" if missing(r.max_rel_error) else f" ({sci(r.max_rel_error)})")
         for r in failed.head(10).itertuples()
     ]
+    errors = ok["max_rel_error"].dropna() if len(ok) else pd.Series(dtype=float)
+    worst = gradients.loc[errors.idxmax()] if len(errors) else None
     return {
-        "tolerance": sci(tolerance),
+        "tolerance": "per model (see the table)" if has_tol else sci(default_tolerance),
+        "has_reference": has_ref, "per_model": per_model,
         "n_compared": len(gradients), "n_passed": int(passed.sum()), "n_failed": len(failed),
         "all_passed": bool(len(gradients)) and bool(passed.all()),
         "max_rel_error": sci(errors.max() if len(errors) else math.nan),
+        "max_ref_error": sci(ok["ref_rel_error"].max()) if has_ref and len(ok) else "n/a",
         "worst": latex(f"{worst['framework']}/{worst['mode']} vs {worst['reference']}, "
-                       f"{worst['model']}")
-        if worst is not None else "n/a",
-        "references": latex(", ".join(sorted(gradients["reference"].dropna().unique()))),
-        "failed": listed, "n_failed_unlisted": max(0, len(failed) - len(listed)),
+                       f"{worst['model']}, {worst['task']}") if worst is not None else "n/a",
+        "references": latex(", ".join(sorted(str(r) for r in gradients["reference"].dropna()
+                                              .unique() if str(r)))) or "none",
+        "failed": "; ".join(listed) + (f"; and {len(failed) - len(listed)} more"
+                                        if len(failed) > len(listed) else ""),
     }
 
 
 def first_iteration_summary(first: pd.DataFrame) -> list[dict]:
-    """Per framework and mode, over models, devices, threads and seeds."""
+    """Per framework, mode and task, over models, devices, threads and seeds."""
     rows = []
-    for (framework, mode), g in first.groupby(["framework", "mode"], sort=True):
+    for (f, m, task), g in first.groupby(["framework", "mode", "task"], sort=False):
+        known = f in FRAMEWORKS and m in FRAMEWORKS[f].modes
         r = g["first_over_median"].dropna()
         rows.append({
-            "framework": FRAMEWORK_LABELS.get(framework, latex(framework)),
-            "mode": latex(MODE_LABELS.get(mode, mode)),
-            "compiled": mode != "eager",
+            "mode": pair_label(f, m) if known else latex(f"{f} {m}"),
+            "task": latex(TASKS[task].label if task in TASKS else task),
+            "compiled": known and FRAMEWORKS[f].modes[m].compiled,
+            "order": (not (known and FRAMEWORKS[f].modes[m].compiled),
+                      list(FRAMEWORKS).index(f) if f in FRAMEWORKS else 99,
+                      list(TASKS).index(task) if task in TASKS else 99),
             "n_cells": len(g),
             "first_ms": "n/a" if g["first_step_s"].dropna().empty
-            else f"{g['first_step_s'].median() * 1e3:.1f}",
+            else tbl.fmt_number(g["first_step_s"].median() * 1e3),
             "median_ms": "n/a" if g["median_step_s"].dropna().empty
-            else f"{g['median_step_s'].median() * 1e3:.2f}",
+            else tbl.fmt_number(g["median_step_s"].median() * 1e3),
             "ratio_median": factor(r.median() if len(r) else math.nan),
             "ratio_max": factor(r.max() if len(r) else math.nan),
         })
-    return sorted(rows, key=lambda row: row["compiled"], reverse=True)
+    return sorted(rows, key=lambda row: row["order"])
+
+
+def figure_focus(first: pd.DataFrame) -> str:
+    """The models and tasks the first-iterations figure draws (the same rule as figures.py)."""
+    rows = tbl.focus_rows(first)
+    models = [MODELS[m].label for m in MODELS if m in set(rows["model"])]
+    tasks = [TASKS[t].label for t in TASKS if t in set(rows["task"])]
+    return latex(f"{', '.join(models)}; task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}")
+
+
+def compiled_first_max(first: pd.DataFrame) -> str:
+    compiled = [FRAMEWORKS.get(f) is not None and m in FRAMEWORKS[f].modes
+                and FRAMEWORKS[f].modes[m].compiled for f, m in zip(first["framework"],
+                                                                    first["mode"])]
+    values = first.loc[compiled, "first_over_median"].dropna()
+    return factor(values.max() if len(values) else math.nan)
 
 
 def setup_context(env: dict) -> dict:
@@ -291,8 +764,6 @@ def setup_context(env: dict) -> dict:
         "threads": ", ".join(str(t) for t in env.get("threads", [])) or "n/a",
         "git": latex((commit[:12] if commit else "unknown")
                      + (" (with uncommitted changes)" if env.get("git_dirty") else "")),
-        "n_samples": workload.get("n_samples", "n/a"),
-        "batch_size": workload.get("batch_size", "n/a"),
         "warmup": workload.get("warmup", "n/a"),
         "iterations": workload.get("iterations", "n/a"),
         "n_cells": env.get("n_cells", "n/a"), "n_ok": env.get("n_ok", "n/a"),
@@ -302,56 +773,52 @@ def setup_context(env: dict) -> dict:
     }
 
 
-def study_context(published: Path, pub1: pd.DataFrame, pub2: pd.DataFrame) -> dict:
-    """The study's own numbers for the text, read from the published CSVs."""
-    # Its improvement column is Table 1's backward mean over Table 2's step mean: one example.
-    eager, compiled = (p.set_index(["model", "framework"]).loc[("mlp512", "torch")]
-                       for p in (pub1, pub2))
-    example = {"eager": f"{eager['mean_us']:g}", "compiled": f"{compiled['mean_us']:g}",
-               "ratio": f"{eager['mean_us'] / compiled['mean_us']:.3f}",
-               "printed": f"{compiled['improvement']:.2f}"}
-    resnet = pd.read_csv(published / "table4_resnet50.csv").set_index(["framework", "mode"])
-    get = lambda fw, mode: resnet.loc[(fw, mode), "runtime_s"]  # noqa: E731
-    # Numbers the study states in its text; "_"-keys are their sources.
-    claims = {k: v for k, v in json.loads((published / "claims.json").read_text()).items()
-              if not k.startswith("_")}
-    return {
-        **claims,
-        "example": example,
-        "gradient_agreement": sci(claims["gradient_agreement"]),
-        "resnet_torch_eager_s": f"{get('torch', 'eager'):g}",
-        "resnet_torch_script_s": f"{get('torch', 'script'):g}",
-        "resnet_tf_graph_s": f"{get('tensorflow', 'graph'):g}",
-        "resnet_tf_eager_s": f"{get('tensorflow', 'eager'):g}",
-        "resnet_torch_over_tf_graph": f"{get('torch', 'eager') / get('tensorflow', 'graph'):.0f}",
-    }
+def read_claims(published: Path) -> dict:
+    """Numbers and statements of the study's text; '_'-keys are their sources."""
+    return {k: v for k, v in json.loads((published / "claims.json").read_text()).items()
+            if not k.startswith("_")}
 
 
-def read_csv(path) -> pd.DataFrame:
-    # Only empty cells and 'nan' are missing: a status of "n/a" must stay a string.
-    return pd.read_csv(path, keep_default_na=False, na_values=["", "nan", "NaN"])
+def study_context(claims: dict) -> dict:
+    return {"n_trials": claims.get("n_trials", "n/a"),
+            "first_iteration_factor": claims.get("first_iteration_factor", "n/a"),
+            "n_batches": claims.get("n_batches", "n/a"),
+            "gradient_agreement": sci(claims.get("gradient_agreement"))}
 
 
 def build_context(args) -> dict:
     env = json.loads(Path(args.environment).read_text())
-    tables, published = Path(args.tables), Path(args.published)
-    ours1 = read_csv(tables / "table1_eager.csv")
-    ours2 = read_csv(tables / "table2_compiled.csv")
-    pub1 = read_csv(published / "table1_eager.csv")
-    pub2 = read_csv(published / "table2_compiled.csv")
+    folder, published = Path(args.tables), Path(args.published)
+    data = {t.name: {"ours": read_tidy(folder, t), "published": read_published(published, t)}
+            for t in TABLES}
+    claims = read_claims(published)
     first = read_csv(args.first_iterations)
+    cells = pd.read_parquet(args.cells) if args.cells else None
+    measured = set().union(*(set(d["ours"]["model"]) for d in data.values()))
+    findings = [f for t in TABLES
+                if (f := ratio_finding(t, data[t.name]["ours"], claims)) is not None]
     return {
         "setup": setup_context(env),
-        "table1": side_by_side(ours1, pub1, EAGER_COLUMNS),
-        "table2": side_by_side(ours2, pub2, COMPILED_COLUMNS),
-        "headline": headline(ours1, pub1, ours2, pub2),
-        "gradients": gradient_summary(read_csv(args.gradients), env["gradient_tolerance"]),
+        "overview": tables_overview(data),
+        "models": models_context(measured),
+        "modes": modes_context(),
+        "tasks": tasks_context(),
+        "tables": [table_context(t, **data[t.name]) for t in TABLES],
+        "headline": headline(data),
+        "example": study_example(data),
+        "findings": findings,
+        "hypotheses": [f for f in findings if f["hypothesis"]],
+        "scaled": [s for model, shape in claims.get("study_input_shape", {}).items()
+                   if model in MODELS for s in scaled_down(model, shape, data)],
+        "choices": choices_context(cells),
+        "has_cells": cells is not None,
+        "gradients": gradient_summary(read_csv(args.gradients), env.get("gradient_tolerance")),
         "first_iterations": first_iteration_summary(first),
-        "first_iteration_max": factor(first.loc[first["mode"] != "eager", "first_over_median"]
-                                      .max()),
-        "study": study_context(published, pub1, pub2),
-        "models": latex(", ".join(dict.fromkeys(pub1["model_label"]))),
-        "figure": "first_iterations.pdf",
+        "first_iteration_max": compiled_first_max(first),
+        "figure_focus": figure_focus(first) if len(first) else "none",
+        "study": study_context(claims),
+        "figure": Path(args.figure).name,
+        "jacobians_figure": Path(args.jacobians_figure).name if args.jacobians_figure else None,
         "bibliography": Path(args.bib).stem,
     }
 
@@ -396,12 +863,14 @@ def parse_args(argv=None):
     p.add_argument("--template", required=True, help="report/paper.tex.j2")
     p.add_argument("--bib", required=True, help="report/references.bib")
     p.add_argument("--published", required=True, help="folder of the study's tables")
-    p.add_argument("--tables", required=True, help="folder with table1_eager.csv, "
-                   "table2_compiled.csv")
+    p.add_argument("--tables", required=True, help="folder with <table>.csv for every table "
+                   "of spec.TABLES (a missing one reads as not measured)")
     p.add_argument("--figure", required=True, help="first_iterations.pdf")
+    p.add_argument("--jacobians-figure", help="jacobians.pdf (optional)")
     p.add_argument("--gradients", required=True, help="gradients.csv")
     p.add_argument("--environment", required=True, help="environment.json")
     p.add_argument("--first-iterations", required=True, help="first_iterations.csv")
+    p.add_argument("--cells", help="cells.parquet, for the implementation choices (optional)")
     p.add_argument("--out", required=True, help="the PDF to write; paper.tex goes beside it")
     p.add_argument("--tex-only", action="store_true", help="render paper.tex, skip latexmk")
     return p.parse_args(argv)
@@ -424,7 +893,8 @@ def main(argv=None) -> None:
     tex.write_text(make_environment(template.parent).get_template(template.name)
                    .render(**context))
     log(f"wrote {tex}")
-    shutil.copyfile(args.figure, folder / context["figure"])
+    for figure in filter(None, (args.figure, args.jacobians_figure)):
+        shutil.copyfile(figure, folder / Path(figure).name)
     shutil.copyfile(args.bib, folder / Path(args.bib).name)
     if args.tex_only:
         return

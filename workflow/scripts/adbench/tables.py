@@ -1,47 +1,116 @@
-"""The study's tables from aggregated statistics: tidy CSV, Markdown and LaTeX.
+"""Every table of spec.TABLES from aggregated statistics: tidy CSV, Markdown and LaTeX.
 
-Table 1: eager modes, the backward pass alone (what the study timed in eager mode).
-Table 2: compiled modes, the whole compiled step, with the eager→compiled improvement.
+Nothing here lists frameworks, modes, models or tables: a table's rows are its models x tasks
+present in the data (in device/threads blocks when several), its columns every
+(framework, mode) of the spec that is present, keeps TableInfo.compiled and records the
+table's quantity.  Numbers are in the table's own unit (the study's), so they sit beside the
+study's published ones.
+
+Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
+    mean, mean_sd   mean over seeds of each seed's mean time, and its sd over seeds
+    std, std_sd     mean over seeds of each seed's std, and its sd over seeds
+    improvement     TableInfo.improvement only: eager step / compiled step (like for like)
+    improvement_study_style   eager backward / compiled step (the study's Table 2 ratio)
+    task_ratio      tables of exactly two tasks, on the second task's rows: its mean over the
+                    same condition's mean on the first task (H0: loss_jacobian / backward)
+    status, note    ok | partial | n/a, and why (a cell that is not ok is never dropped)
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import unicodedata
 
 import pandas as pd
 
 from adbench import stats
-from adbench.spec import FRAMEWORKS, MODELS, TABLE_NAMES
+from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, timed_quantities
 
-US = 1e6
+# Seconds -> a table's unit; the units are the study's own (TableInfo.unit).
+UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "1e-5 s": 1e5}
+UNIT_TEXT = {"s": "s", "ms": "ms", "us": "µs", "1e-5 s": "10^-5 s"}
 
-
-@dataclasses.dataclass(frozen=True)
-class TableSpec:
-    name: str
-    title: str
-    compiled: bool  # which modes: the compiled ones, or eager
-    quantity: str  # what is timed, a column of the raw schema
-
-
-TABLES = (
-    TableSpec(TABLE_NAMES[0], "Eager mode: backward pass (µs)", compiled=False,
-              quantity="backward_s"),
-    TableSpec(TABLE_NAMES[1], "Compiled mode: whole step, forward + backward (µs)",
-              compiled=True, quantity="step_s"),
-)
-
+STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median")
 TIDY_COLUMNS = [
-    "table", "model", "model_label", "n_parameters", "framework", "framework_label", "mode",
-    "mode_label", "quantity", "task", "device", "threads", "n_seeds", "n_iterations",
-    "mean_us", "mean_sd_us", "std_us", "std_sd_us", "median_us", "improvement",
-    "improvement_study_style", "status", "note",
+    "table", "model", "model_label", "n_parameters", "task", "task_label", "framework",
+    "framework_label", "mode", "mode_label", "compiled", "quantity", "unit", "device",
+    "threads", "n_seeds", "n_iterations", *STATISTICS, "improvement",
+    "improvement_study_style", "task_ratio", "status", "note",
 ]
+EMPTY_NOTE = "Not measured in this run: no cell of this table is in the config."
+
+
+# ----------------------------------------------------------------------------- spec facts
+def unit_scale(unit: str) -> float:
+    return UNIT_SCALE[unit]
+
+
+def mode_label(framework: str, mode: str) -> str:
+    return FRAMEWORKS[framework].modes[mode].label
+
+
+def column_label(framework: str, mode: str) -> str:
+    """'PyTorch (TorchScript)': how a (framework, mode) column is headed."""
+    return f"{FRAMEWORKS[framework].label} ({mode_label(framework, mode)})"
+
+
+def table_modes(table: TableInfo) -> list[tuple[str, str]]:
+    """The (framework, mode) pairs a table may show, in spec order."""
+    return [(f, m) for f, info in FRAMEWORKS.items() for m, mode in info.modes.items()
+            if table.compiled is None or mode.compiled == table.compiled]
+
+
+def eager_mode_of(framework: str) -> str | None:
+    """The framework's first non-compiled mode: the baseline of its compiled modes."""
+    return next((m for m, info in FRAMEWORKS[framework].modes.items() if not info.compiled),
+                None)
+
+
+def records(table: TableInfo, framework: str, mode: str, task: str) -> bool:
+    """Whether a cell records the table's quantity (a whole-step mode has no backward_s)."""
+    return table.quantity in timed_quantities(framework, mode, task)
+
+
+def ratio_tasks(table: TableInfo) -> tuple[str, str] | None:
+    """(first, second) task of a two-task table, whose ratio the table reports."""
+    return tuple(table.tasks) if len(table.tasks) == 2 else None
+
+
+def spec_order(column: pd.Series) -> pd.Series:
+    """Sort key: models, tasks, frameworks and modes in spec order, not alphabetically."""
+    order = {"model": list(MODELS), "task": list(TASKS), "framework": list(FRAMEWORKS)}
+    if column.name in order:
+        return column.map(lambda v: order[column.name].index(v)
+                          if v in order[column.name] else len(order[column.name]))
+    if column.name == "pair":
+        pairs = [(f, m) for f, info in FRAMEWORKS.items() for m in info.modes]
+        return column.map(pairs.index)
+    return column
+
+
+# ----------------------------------------------------------------------------- selection
+def focus_rows(data: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the first spec table whose models and tasks are present (the study's MLP
+    backward passes when measured), else all: what the first-iterations figure draws."""
+    for table in TABLES:
+        rows = data[data["model"].isin(table.models) & data["task"].isin(table.tasks)]
+        if len(rows):
+            return rows
+    return data
+
+
+def table_cells(table: TableInfo, cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells (every status) that belong to a table."""
+    allowed = set(table_modes(table))
+    keep = [model in table.models and task in table.tasks and (f, m) in allowed
+            and records(table, f, m, task)
+            for f, m, model, task in zip(cells["framework"], cells["mode"], cells["model"],
+                                         cells["task"])]
+    return cells[keep]
 
 
 def condition_status(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per condition (all seeds of a cell): 'ok', or how many seeds failed and why."""
+    """Per condition (all seeds of a cell): 'ok', or how many seeds were not ok and why."""
     def summarise(group: pd.DataFrame) -> pd.Series:
         bad = group[group["status"] != "ok"]
         if bad.empty:
@@ -54,99 +123,188 @@ def condition_status(cells: pd.DataFrame) -> pd.DataFrame:
     return cells.groupby(keys, observed=True)[["status", "message"]].apply(summarise).reset_index()
 
 
-def tidy_table(spec: TableSpec, summary: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
-    """One row per condition of the table's modes, n/a rows included."""
-    wanted = cells[[FRAMEWORKS[f].modes[m].compiled == spec.compiled
-                    for f, m in zip(cells["framework"], cells["mode"])]]
-    if wanted.empty:  # e.g. a config with eager modes only: an empty table, not a crash
-        return pd.DataFrame(columns=TIDY_COLUMNS)
-    status = condition_status(wanted)
+# ----------------------------------------------------------------------------- derived numbers
+def improvement_columns(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame:
+    """Eager -> compiled speed-ups of every compiled mode the table shows, per condition."""
     keys = list(stats.CONDITION_FIELDS)
-    numbers = summary[summary["quantity"] == spec.quantity]
-    table = status.merge(numbers, on=keys, how="left")
-    table["quantity"] = spec.quantity
-    if spec.compiled:
-        gains = [stats.improvements(summary, "eager", mode, fw)
-                 for fw, info in FRAMEWORKS.items() for mode, m in info.modes.items()
-                 if m.compiled]
-        table = table.merge(pd.concat(gains), on=keys, how="left")
-    else:
-        table["improvement"] = math.nan
-        table["improvement_study_style"] = math.nan
-    for col in ("mean", "mean_sd", "std", "std_sd", "median"):
-        table[f"{col}_us"] = table[f"{col}_s"] * US
-    table["table"] = spec.name
-    table["model_label"] = [MODELS[m].label for m in table["model"]]
-    table["n_parameters"] = [MODELS[m].n_parameters for m in table["model"]]
-    table["framework_label"] = [FRAMEWORKS[f].label for f in table["framework"]]
-    table["mode_label"] = [FRAMEWORKS[f].modes[m].label
-                           for f, m in zip(table["framework"], table["mode"])]
-    table = table.sort_values(["device", "threads", "task", "model", "framework", "mode"],
-                              key=_registry_order)
-    return table[TIDY_COLUMNS].reset_index(drop=True)
+    gains = [stats.improvements(summary, eager_mode_of(f), m, f)
+             for f, m in table_modes(table)
+             if FRAMEWORKS[f].modes[m].compiled and eager_mode_of(f)]
+    gains = [g for g in gains if not g.empty]
+    if not gains:
+        return pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"])
+    return pd.concat(gains, ignore_index=True)[keys + ["improvement", "improvement_study_style"]]
 
 
-def _registry_order(column: pd.Series) -> pd.Series:
-    """Models and frameworks in the order of the spec's tables, not alphabetically."""
-    registry = {"model": list(MODELS), "framework": list(FRAMEWORKS)}.get(column.name)
-    return column.map(registry.index) if registry else column
+def task_ratio_column(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame:
+    """Second task's mean / first task's mean, per (model, framework, mode, device, threads)."""
+    keys = list(stats.CONDITION_FIELDS)
+    tasks = ratio_tasks(table)
+    if tasks is None:
+        return pd.DataFrame(columns=keys + ["task_ratio"])
+    same = [k for k in keys if k != "task"]
+    numbers = summary[summary["quantity"] == table.quantity]
+    first, second = (numbers[numbers["task"] == t].set_index(same)["mean_s"] for t in tasks)
+    ratio = (second / first).dropna().rename("task_ratio").reset_index()
+    ratio["task"] = tasks[1]
+    return ratio[keys + ["task_ratio"]]
+
+
+def add_labels(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
+    tidy["table"] = table.name
+    tidy["quantity"] = table.quantity
+    tidy["unit"] = table.unit
+    tidy["model_label"] = [MODELS[m].label for m in tidy["model"]]
+    tidy["n_parameters"] = [MODELS[m].n_parameters for m in tidy["model"]]
+    tidy["task_label"] = [TASKS[t].label for t in tidy["task"]]
+    tidy["framework_label"] = [FRAMEWORKS[f].label for f in tidy["framework"]]
+    tidy["mode_label"] = [mode_label(f, m) for f, m in zip(tidy["framework"], tidy["mode"])]
+    tidy["compiled"] = [FRAMEWORKS[f].modes[m].compiled
+                        for f, m in zip(tidy["framework"], tidy["mode"])]
+    return tidy
+
+
+def sort_rows(tidy: pd.DataFrame) -> pd.DataFrame:
+    tidy = tidy.assign(pair=list(zip(tidy["framework"], tidy["mode"])))
+    tidy = tidy.sort_values(["device", "threads", "model", "task", "pair"], key=spec_order,
+                            kind="stable")
+    return tidy.drop(columns="pair").reset_index(drop=True)
+
+
+def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per condition of the table, n/a rows included; numbers in the table's unit."""
+    mine = table_cells(table, cells)
+    if mine.empty:  # e.g. a config without this table's models: empty, not a crash
+        return pd.DataFrame(columns=TIDY_COLUMNS)
+    keys = list(stats.CONDITION_FIELDS)
+    numbers = summary[summary["quantity"] == table.quantity].drop(columns="quantity")
+    tidy = condition_status(mine).merge(numbers, on=keys, how="left")
+    improvement = (improvement_columns(table, summary) if table.improvement
+                   else pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"]))
+    tidy = tidy.merge(improvement, on=keys, how="left")
+    tidy = tidy.merge(task_ratio_column(table, summary), on=keys, how="left")
+    for name in STATISTICS:
+        tidy[name] = tidy[f"{name}_s"] * unit_scale(table.unit)
+    tidy = add_labels(tidy, table)
+    for name in ("improvement", "improvement_study_style", "task_ratio"):
+        tidy[name] = pd.to_numeric(tidy[name], errors="coerce")
+    return sort_rows(tidy)[TIDY_COLUMNS]
+
+
+# ----------------------------------------------------------------------------- formatting
+def missing(value) -> bool:
+    try:
+        return value is None or math.isnan(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def decimals(value: float, digits: int = 3) -> int:
+    """Decimals that show `digits` significant digits (none for numbers from 10**digits)."""
+    if missing(value) or value == 0:
+        return 0
+    return max(0, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def fmt_number(value: float, places: int | None = None) -> str:
+    if missing(value):
+        return "n/a"
+    return f"{value:.{decimals(value) if places is None else places}f}"
 
 
 def fmt_pm(mean: float, sd: float, pm: str = "±") -> str:
-    """'686 ± 21' in the study's style; just the mean with one trial; 'n/a' when missing."""
-    if mean is None or math.isnan(mean):
+    """'686 ± 21' in the study's style (sd with the mean's decimals); 'n/a' when missing."""
+    if missing(mean):
         return "n/a"
-    return f"{mean:.0f}" if sd is None or math.isnan(sd) else f"{mean:.0f} {pm} {sd:.0f}"
+    places = decimals(mean)
+    return fmt_number(mean, places) + ("" if missing(sd) else f" {pm} {fmt_number(sd, places)}")
 
 
 def fmt_ratio(value: float) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.2f}"
+    return "n/a" if missing(value) else f"{value:.2f}"
 
 
-def wide_table(tidy: pd.DataFrame, pm: str = "±") -> pd.DataFrame:
-    """Rows: models (and device/threads where they vary); columns: framework × statistic."""
-    index = [c for c in ("device", "threads", "task") if tidy[c].nunique() > 1]
-    rows = {}
+def title_with_unit(table: TableInfo) -> str:
+    return f"{table.title} ({UNIT_TEXT.get(table.unit, table.unit)})"
+
+
+def row_key(r, index: list[str]) -> tuple:
+    return tuple(r[c] for c in index) + (r["model_label"], r["n_parameters"], r["task_label"])
+
+
+def wide_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataFrame:
+    """Rows: model x task (in device/threads blocks when several); columns: mode x statistic."""
+    index = [c for c in ("device", "threads") if tidy[c].nunique() > 1]
+    tasks = ratio_tasks(table)
+    rows: dict[tuple, dict] = {}
     for _, r in tidy.iterrows():
-        key = tuple(r[c] for c in index) + (r["model_label"], r["n_parameters"])
-        label = r["framework_label"] + (f" ({r['mode_label']})" if r["mode"] != "eager" else "")
-        row = rows.setdefault(key, {})
-        row[f"{label} mean"] = fmt_pm(r["mean_us"], r["mean_sd_us"], pm)
-        row[f"{label} std"] = fmt_pm(r["std_us"], r["std_sd_us"], pm)
-        if r["table"] == TABLE_NAMES[1]:
-            row[f"{label} improvement"] = fmt_ratio(r["improvement"])
-            row[f"{label} study-style ratio"] = fmt_ratio(r["improvement_study_style"])
-    wide = pd.DataFrame.from_dict(rows, orient="index")
-    wide.index = pd.MultiIndex.from_tuples(wide.index, names=index + ["hidden layers",
-                                                                       "# parameters"])
-    return wide.reset_index()
+        label = column_label(r["framework"], r["mode"])
+        row = rows.setdefault(row_key(r, index), {})
+        row[f"{label} mean"] = fmt_pm(r["mean"], r["mean_sd"], pm)
+        row[f"{label} std"] = fmt_pm(r["std"], r["std_sd"], pm)
+        if table.improvement and r["compiled"]:
+            row[f"{label} step/step"] = fmt_ratio(r["improvement"])
+            row[f"{label} bwd/step"] = fmt_ratio(r["improvement_study_style"])
+        if tasks:
+            row[f"{label} {tasks[1]}/{tasks[0]}"] = (fmt_ratio(r["task_ratio"])
+                                                      if r["task"] == tasks[1] else "")
+    wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
+    wide.index = pd.MultiIndex.from_tuples(wide.index,
+                                           names=index + ["model", "# parameters", "task"])
+    wide = wide.reset_index()
+    return wide if len(table.tasks) > 1 else wide.drop(columns="task")
 
 
-EMPTY_NOTE = "No cell of this table's modes is in the config."
+def notes_of(tidy: pd.DataFrame) -> list[str]:
+    return [f"{column_label(r.framework, r.mode)}, {r.model_label}, {r.task_label}, "
+            f"{r.device}, {r.threads} thread(s): {r.note}"
+            for r in tidy.itertuples() if isinstance(r.note, str) and r.note]
 
 
-def to_markdown(tidy: pd.DataFrame, spec: TableSpec) -> str:
+def to_markdown(tidy: pd.DataFrame, table: TableInfo) -> str:
+    title = f"**{title_with_unit(table)}**"
     if tidy.empty:
-        return f"**{spec.title}**\n\n{EMPTY_NOTE}\n"
-    notes = [f"- {r.framework_label} {r.mode_label}, {r.model_label}: {r.note}"
-             for r in tidy.itertuples() if r.note]
-    body = wide_table(tidy).to_markdown(index=False, disable_numparse=True)
-    return "\n".join([f"**{spec.title}**", "", body, *([""] + notes if notes else []), ""])
+        return f"{title}\n\n{EMPTY_NOTE}\n"
+    notes = [f"- {n}" for n in notes_of(tidy)]
+    body = wide_table(tidy, table).to_markdown(index=False, disable_numparse=True)
+    return "\n".join([title, "", body, *([""] + notes if notes else []), ""])
 
 
-def to_latex(tidy: pd.DataFrame) -> str:
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "±": r"$\pm$", "µ": r"\textmu{}", "μ": r"\textmu{}", "×": r"$\times$", "→": r"$\to$",
+    "–": "--", "—": "---", "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$", "§": r"\S{}",
+}
+
+
+def latex(value) -> str:
+    """Escape a text value for LaTeX; characters pdflatex may not know are folded to ASCII."""
+    out = []
+    for ch in str(value):
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ord(ch) < 128:
+            out.append(ch)
+        else:  # an unknown glyph would stop the build: keep its ASCII base letter, or '?'
+            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+                       or "?")
+    return "".join(out)
+
+
+def to_latex(tidy: pd.DataFrame, table: TableInfo) -> str:
     if tidy.empty:
-        return f"% {EMPTY_NOTE}\n"
-    wide = wide_table(tidy, pm=r"$\pm$")
+        return f"% {table.title}: {EMPTY_NOTE}\n"
+    wide = wide_table(tidy, table)
     # Braced: a cell starting with "[" right after \\ or \midrule is read as an optional argument.
-    wide["hidden layers"] = "{" + wide["hidden layers"] + "}"
-    wide.columns = [str(c).replace("#", r"\#").replace("_", r"\_") for c in wide.columns]
+    wide = wide.map(lambda v: "{" + latex(v) + "}")
+    wide.columns = [latex(c) for c in wide.columns]
     return wide.style.hide(axis="index").to_latex(hrules=True, column_format="l" * wide.shape[1])
 
 
-def write_table(spec: TableSpec, tidy: pd.DataFrame, stem: str) -> None:
+def write_table(table: TableInfo, tidy: pd.DataFrame, stem: str) -> None:
     tidy.to_csv(f"{stem}.csv", index=False)
     with open(f"{stem}.md", "w") as f:
-        f.write(to_markdown(tidy, spec))
+        f.write(to_markdown(tidy, table))
     with open(f"{stem}.tex", "w") as f:
-        f.write(to_latex(tidy))
+        f.write(to_latex(tidy, table))

@@ -1,0 +1,53 @@
+"""figures.py on the synthetic aggregate of tests/test_tables.py: files, and which lines."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import figures  # noqa: E402
+from adbench import stats  # noqa: E402
+from test_tables import fake_iterations_and_cells  # noqa: E402
+
+
+def test_focus_prefers_the_first_spec_table_with_data():
+    iterations, _ = fake_iterations_and_cells()
+    mlps = figures.tables.focus_rows(iterations)
+    assert set(mlps["model"]) == {"mlp512", "mlp354x2", "mlp294x3"}
+    assert set(mlps["task"]) == {"backward"}
+    without_mlps = iterations[~iterations["model"].str.startswith("mlp")]
+    jacobians = figures.tables.focus_rows(without_mlps)  # the next table: FCN, CNN, LSTM Jacobians
+    assert set(jacobians["model"]) == {"fcn"}
+    assert set(jacobians["task"]) == {"jacobian_rows", "jacobian_vectorized"}
+
+
+def test_panels_put_compiled_modes_first():
+    iterations, _ = fake_iterations_and_cells()
+    pairs = figures.panels(iterations)
+    compiled = [figures.FRAMEWORKS[f].modes[m].compiled for f, m in pairs]
+    assert compiled == sorted(compiled, reverse=True) and len(pairs) == 4
+
+
+def test_writes_both_figures(tmp_path):
+    iterations, cells = fake_iterations_and_cells()
+    summary = stats.across_seeds(stats.trial_stats(iterations))
+    for name, frame in (("iterations", iterations), ("summary", summary), ("cells", cells)):
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+    outs = [tmp_path / "fig" / f"first_iterations.{ext}" for ext in ("pdf", "png")]
+    jacs = [tmp_path / "fig" / f"jacobians.{ext}" for ext in ("pdf", "png")]
+    assert figures.main(["--iterations", str(tmp_path / "iterations.parquet"), "--first", "5",
+                         *[a for o in outs for a in ("--out", str(o))],
+                         "--summary", str(tmp_path / "summary.parquet"),
+                         "--cells", str(tmp_path / "cells.parquet"),
+                         *[a for j in jacs for a in ("--jacobians-out", str(j))]]) == 0
+    for path in outs + jacs:
+        assert path.stat().st_size > 1000
+
+
+def test_jacobian_figure_without_jacobian_cells_says_so():
+    iterations, cells = fake_iterations_and_cells()
+    summary = stats.across_seeds(stats.trial_stats(iterations))
+    backward = cells[cells["task"] == "backward"]
+    fig = figures.plot_jacobians(summary[summary["task"] == "backward"], backward)
+    assert "No output-Jacobian" in fig.axes[0].texts[0].get_text()
