@@ -21,6 +21,24 @@ CHECK = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text(
 TOLERANCES = {m: CHECK["models"]["default"].get(m, CHECK["tolerance"]["default"])
               for m in spec.MODELS}
 
+# The cells a backend refuses, (framework, mode, model, task) with "*" for any, and a phrase
+# of the reason it must give. Any other refusal fails: nothing is dropped unnoticed.
+KNOWN_UNSUPPORTED = {
+    # torch.func's stateless API does not accept a TorchScript module.
+    ("torch", "script", "*", "loss_jacobian"): "stateless API",
+    # torch.func.jacrev cannot transform TorchScript's optimised graphs of some models.
+    ("torch", "script", "*", "jacobian_vectorized"): "jacrev",
+    # TF 2.21's oneDNN matmul aborts the process on a shape pfor makes of MultiHeadAttention.
+    ("tensorflow", "*", "attention", "jacobian_vectorized"): "oneDNN",
+}
+
+
+def known_reason(framework, mode, model, task):
+    for key, phrase in KNOWN_UNSUPPORTED.items():
+        if all(k in ("*", v) for k, v in zip(key, (framework, mode, model, task))):
+            return phrase
+    return None
+
 
 def tiny(model: str, task: str, seed: int = 3) -> spec.Workload:
     """A few small batches; ResNet50 with two images and two Jacobian rows."""
@@ -54,14 +72,13 @@ def test_derivatives_match_the_float64_reference(backend, model, task):
     framework, module = backend
     workload = tiny(model, task)
     ref_loss, ref_arrays = reference.reference_derivatives(workload)
-    supported = 0
     for mode in spec.FRAMEWORKS[framework].modes:
         try:
             prepared = module.prepare(workload, mode, "cpu")
         except UnsupportedCell as why:
-            assert str(why), "an unsupported cell must say why"
+            phrase = known_reason(framework, mode, model, task)
+            assert phrase and phrase in str(why), f"unexpected refusal: {why}"
             continue
-        supported += 1
         loss, arrays = prepared.derivatives(0)
         assert [a.shape for a in arrays] == [r.shape for r in ref_arrays], mode
         assert all(a.dtype == np.float32 for a in arrays), mode
@@ -78,7 +95,6 @@ def test_derivatives_match_the_float64_reference(backend, model, task):
         assert all(v > 0 for v in sample.values()), (mode, sample)
         if "forward_s" in sample:
             assert sample["step_s"] == pytest.approx(sample["forward_s"] + sample["backward_s"])
-    assert supported, f"{framework} runs {model}/{task} in no mode"
 
 
 def test_derivatives_follow_the_batch_and_carry_no_state(backend):

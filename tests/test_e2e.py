@@ -6,7 +6,6 @@ Checks structure and contracts, never absolute timings.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess

@@ -1,22 +1,42 @@
-"""TensorFlow backend: eager (GradientTape) and graph (tf.function of the whole step)."""
+"""TensorFlow backend: Keras layers under tf.GradientTape (eager), or the whole step in one
+tf.function (graph).
+
+Each model family is built the way Keras users write it; the spec's canonical arrays are
+loaded into it once, converted to TensorFlow's layouts (NHWC images, HWIO kernels), and
+derivatives are converted back outside the clock.  The tasks are written once, as a
+`forward` (what runs under the tape) and a `derive` (the tape call), over every model.
+"""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from adbench import spec
 from adbench.backends import Prepared, UnsupportedCell
-from adbench.spec import Workload, make_batches, make_weights
 from adbench.timing import split_timer, whole_timer
 
+keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
 
-def configure_threads(threads: int) -> None:
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+# ================================================================ environment
+def configure_threads(threads: int) -> dict:
+    """Thread pools; settable before TensorFlow's first op only (TF raises RuntimeError after),
+    so a setting already in force is left alone."""
+    threading = tf.config.threading
+    if threading.get_intra_op_parallelism_threads() != threads:
+        threading.set_intra_op_parallelism_threads(threads)
+    if threading.get_inter_op_parallelism_threads() != threads:
+        threading.set_inter_op_parallelism_threads(threads)
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
 
 
 def versions() -> dict[str, str]:
-    info = {"tensorflow": tf.__version__, "numpy": np.__version__}
+    info = {"tensorflow": tf.__version__, "keras": keras.__version__, "numpy": np.__version__}
     build = tf.sysconfig.get_build_info()
     if build.get("cuda_version"):
         info["cuda"] = str(build["cuda_version"])
@@ -34,71 +54,459 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
-def mlp_forward(x, params):
-    n_layers = len(params) // 2
-    for i in range(n_layers):
-        x = tf.matmul(x, params[2 * i]) + params[2 * i + 1]
-        if i < n_layers - 1:
-            x = tf.nn.relu(x)
-    return x
+# ================================================================ layouts
+class Layout(NamedTuple):
+    """How one canonical array maps onto a TensorFlow variable, and its derivative back."""
+
+    to_tf: Callable[[np.ndarray], np.ndarray]
+    to_canonical: Callable[[np.ndarray], np.ndarray]
 
 
-def prepare(workload: Workload, mode: str, device: str) -> Prepared:
-    if device == "cuda" and not _gpus():
-        raise UnsupportedCell("device cuda requested but TensorFlow sees no GPU")
-    tf_device = "/GPU:0" if device == "cuda" else "/CPU:0"
-    sync = tf.test.experimental.sync_devices if device == "cuda" else (lambda: None)
-    arch = workload.architecture
-    with tf.device(tf_device):
-        # All batches placed on the device up front: data transfer is not part of the timing.
-        batches = [(tf.constant(x), tf.constant(y)) for x, y in make_batches(workload)]
-        params = [tf.Variable(array) for layer in make_weights(workload) for array in layer]
-    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+SAME = Layout(lambda a: a, lambda a: a)
+# Canonical conv weights are (out, in, kh, kw); Keras' Conv2D kernels are (kh, kw, in, out).
+CONV = Layout(lambda a: a.transpose(2, 3, 1, 0), lambda a: a.transpose(3, 2, 0, 1))
 
-    def forward(i):
-        tape = tf.GradientTape()
-        with tape:
-            loss = tf.norm(batch(i)[1] - mlp_forward(batch(i)[0], params))
+
+def _reshaped(tf_shape: tuple, canonical_shape: tuple) -> Layout:
+    """Same memory order, other shape (e.g. MultiHeadAttention's (E, heads, E) kernels)."""
+    return Layout(lambda a: a.reshape(tf_shape), lambda a: a.reshape(canonical_shape))
+
+
+def _flatten_rows(height: int, width: int, channels: int) -> Layout:
+    """A dense layer after a flatten: canonical rows in (C, H, W) order, NHWC's in (H, W, C)."""
+    def to_tf(a):
+        return a.reshape(channels, height, width, -1).transpose(1, 2, 0, 3).reshape(a.shape)
+
+    def to_canonical(a):
+        return a.reshape(height, width, channels, -1).transpose(2, 0, 1, 3).reshape(a.shape)
+
+    return Layout(to_tf, to_canonical)
+
+
+def _nchw_to_nhwc(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def _nhwc_to_nchw(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(0, 3, 1, 2))
+
+
+# ================================================================ models
+@dataclasses.dataclass
+class Model:
+    """A built model: its forward on a batch dict, and its variables in spec param order."""
+
+    forward: Callable[[dict], tf.Tensor]
+    variables: list[tf.Variable]
+    layouts: list[Layout]
+    keras_model: object | None  # None where the study writes raw TensorFlow ops
+    images: bool = False  # inputs are images, NHWC here and NCHW in the spec
+    choices: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+class _Named:
+    """Collects variables under the spec's parameter names, to order them as the spec does."""
+
+    def __init__(self):
+        self.entries: dict[str, tuple[tf.Variable, Layout]] = {}
+
+    def add(self, name: str, variable, layout: Layout = SAME):
+        # Keras 3 wraps each tf.Variable; the tape differentiates w.r.t. the tf.Variable.
+        if not isinstance(variable, tf.Variable):
+            variable = variable.value
+        if not isinstance(variable, tf.Variable):
+            raise TypeError(f"{name}: {type(variable).__name__} is not a tf.Variable")
+        self.entries[name] = (variable, layout)
+
+    def dense(self, name: str, layer, layout: Layout = SAME):
+        self.add(f"{name}.weight", layer.kernel, layout)
+        if layer.use_bias:
+            self.add(f"{name}.bias", layer.bias)
+
+    def conv(self, name: str, layer):
+        self.add(f"{name}.weight", layer.kernel, CONV)
+        if layer.use_bias:
+            self.add(f"{name}.bias", layer.bias)
+
+    def batchnorm(self, name: str, layer):
+        self.add(f"{name}.gamma", layer.gamma)
+        self.add(f"{name}.beta", layer.beta)
+
+
+def _keras_forward(model) -> Callable[[dict], tf.Tensor]:
+    return lambda batch: model(batch["x"], training=False)
+
+
+def _conv(x, filters: int, kernel: int, stride: int, pad: int, bias: bool, dtype: str):
+    """A Conv2D with PyTorch's symmetric zero padding.
+
+    Keras' "same" puts the odd padding row at the bottom/right when stride > 1, so it equals
+    PyTorch's padding only for stride 1 and pad (kernel - 1) / 2; otherwise pad explicitly.
+    """
+    same = stride == 1 and 2 * pad == kernel - 1
+    if pad and not same:
+        x = keras.layers.ZeroPadding2D(pad, dtype=dtype)(x)
+    layer = keras.layers.Conv2D(filters, kernel, strides=stride,
+                                padding="same" if same else "valid", use_bias=bias,
+                                dtype=dtype)
+    return layer(x), layer
+
+
+def build_mlp(model_spec: spec.ModelSpec, dtype: str) -> Model:
+    sizes = model_spec.arch["sizes"]
+    layers = [keras.layers.Dense(n, activation="relu" if i < len(sizes) - 2 else None,
+                                 dtype=dtype) for i, n in enumerate(sizes[1:])]
+    model = keras.Sequential([keras.Input(sizes[:1], dtype=dtype), *layers])
+    named = _Named()
+    for i, layer in enumerate(layers):
+        named.dense(f"fc{i}", layer)
+    return _model(model_spec, _keras_forward(model), named, model)
+
+
+def build_cnn(model_spec: spec.ModelSpec, dtype: str) -> Model:
+    arch = model_spec.arch
+    channels, height, width = model_spec.input_shape
+    inputs = keras.Input((height, width, channels), dtype=dtype)
+    x, named = inputs, _Named()
+    for i, (filters, stride) in enumerate(zip(arch["channels"], arch["strides"])):
+        x, conv = _conv(x, filters, arch["kernel"], stride, arch["padding"], True, dtype)
+        x = keras.layers.ReLU(dtype=dtype)(x)
+        named.conv(f"conv{i}", conv)
+    fc = keras.layers.Dense(model_spec.n_outputs, dtype=dtype)
+    outputs = fc(keras.layers.Flatten(dtype=dtype)(x))
+    named.dense("fc", fc, _flatten_rows(*x.shape[1:]))
+    model = keras.Model(inputs, outputs)
+    return _model(model_spec, _keras_forward(model), named, model, images=True)
+
+
+def build_lstm(model_spec: spec.ModelSpec, dtype: str) -> Model:
+    # Keras' LSTM is batch-first, returns the last hidden state, has one bias and orders its
+    # gates i, f, c, o: the canonical i, f, g, o, so its arrays load unchanged.
+    lstm = keras.layers.LSTM(model_spec.arch["hidden"], dtype=dtype)
+    fc = keras.layers.Dense(model_spec.n_outputs, dtype=dtype)
+    model = keras.Sequential([keras.Input(model_spec.input_shape, dtype=dtype), lstm, fc])
+    named = _Named()
+    named.add("lstm.W_ih", lstm.cell.kernel)
+    named.add("lstm.W_hh", lstm.cell.recurrent_kernel)
+    named.add("lstm.bias", lstm.cell.bias)
+    named.dense("fc", fc)
+    return _model(model_spec, _keras_forward(model), named, model, choices={
+        "lstm": "keras.layers.LSTM defaults: use_cudnn='auto' (cuDNN kernel on a GPU, "
+                "a tf.while_loop over the steps on CPU), unroll=False"})
+
+
+def build_resnet(model_spec: spec.ModelSpec, dtype: str) -> Model:
+    channels, height, width = model_spec.input_shape
+    named = _Named()
+
+    def conv_bn(x, conv_name, bn_name, filters, kernel, stride, pad, relu):
+        x, conv = _conv(x, filters, kernel, stride, pad, False, dtype)
+        # Keras' defaults: moving mean 0, moving variance 1; PyTorch's epsilon.
+        bn = keras.layers.BatchNormalization(epsilon=1e-5, dtype=dtype)
+        x = bn(x, training=False)
+        named.conv(conv_name, conv)
+        named.batchnorm(bn_name, bn)
+        return keras.layers.ReLU(dtype=dtype)(x) if relu else x
+
+    inputs = keras.Input((height, width, channels), dtype=dtype)
+    x = conv_bn(inputs, "conv1", "bn1", 64, 7, 2, 3, relu=True)  # torchvision's stem
+    # Zero padding equals PyTorch's -inf padding here: the inputs are post-ReLU.
+    x = keras.layers.ZeroPadding2D(1, dtype=dtype)(x)
+    x = keras.layers.MaxPooling2D(3, 2, padding="valid", dtype=dtype)(x)
+    for blk in spec.resnet_blocks(model_spec.arch["stages"]):
+        n, stride = blk["name"], blk["stride"]
+        y = conv_bn(x, f"{n}.conv1", f"{n}.bn1", blk["mid"], 1, 1, 0, relu=True)
+        y = conv_bn(y, f"{n}.conv2", f"{n}.bn2", blk["mid"], 3, stride, 1, relu=True)
+        y = conv_bn(y, f"{n}.conv3", f"{n}.bn3", blk["out"], 1, 1, 0, relu=False)
+        if blk["project"]:
+            x = conv_bn(x, f"{n}.downsample", f"{n}.downsample_bn", blk["out"], 1, stride, 0,
+                        relu=False)
+        x = keras.layers.ReLU(dtype=dtype)(keras.layers.Add(dtype=dtype)([y, x]))
+    fc = keras.layers.Dense(model_spec.n_outputs, dtype=dtype)
+    outputs = fc(keras.layers.GlobalAveragePooling2D(dtype=dtype)(x))
+    named.dense("fc", fc)
+    model = keras.Model(inputs, outputs)
+    return _model(model_spec, _keras_forward(model), named, model, images=True, choices={
+        "resnet": "built by hand (keras.applications.ResNet50 is v1, with conv biases); "
+                  "BatchNormalization called with training=False"})
+
+
+def build_attention(model_spec: spec.ModelSpec, dtype: str) -> Model:
+    length, embed = model_spec.input_shape
+    mha = keras.layers.MultiHeadAttention(num_heads=1, key_dim=embed, dtype=dtype)
+    inputs = keras.Input((length, embed), dtype=dtype)
+    model = keras.Model(inputs, mha(inputs, inputs, inputs))  # query, value, key
+    named = _Named()
+    # One head: the (E, 1, E) projection kernels and (1, E, E) output kernel are x @ W.
+    for n, layer in (("q", mha.query_dense), ("k", mha.key_dense), ("v", mha.value_dense),
+                     ("o", mha.output_dense)):
+        named.add(f"attn.{n}.weight", layer.kernel,
+                  _reshaped(tuple(layer.kernel.shape), (embed, embed)))
+        named.add(f"attn.{n}.bias", layer.bias, _reshaped(tuple(layer.bias.shape), (embed,)))
+    return _model(model_spec, _keras_forward(model), named, model)
+
+
+def build_ctc(model_spec: spec.ModelSpec, dtype: str) -> Model:
+    fc = keras.layers.Dense(model_spec.arch["classes"], activation="log_softmax", dtype=dtype)
+    model = keras.Sequential([keras.Input(model_spec.input_shape, dtype=dtype), fc])
+    named = _Named()
+    named.dense("fc", fc)
+    return _model(model_spec, _keras_forward(model), named, model, choices={
+        "ctc": "dense int32 labels: tf.nn.ctc_loss runs ctc_loss_dense (TF ops with a "
+               "custom gradient), not the CTCLoss kernel that sparse labels select"})
+
+
+def build_rnn_cell(model_spec: spec.ModelSpec, dtype: str) -> Model:
+    """The slides' cell in raw TensorFlow ops, as they write it (no Keras layer)."""
+    named = _Named()
+    for p in model_spec.params:
+        named.add(p.name, tf.Variable(tf.zeros(p.shape, dtype=dtype), name=p.name))
+    w_h, w_x = (named.entries[p.name][0] for p in model_spec.params)
+
+    def forward(batch):
+        return tf.tanh(tf.matmul(batch["h0"], w_h, transpose_b=True)
+                       + tf.matmul(batch["x"], w_x, transpose_b=True))
+
+    return _model(model_spec, forward, named, None)
+
+
+BUILDERS = {"mlp": build_mlp, "cnn": build_cnn, "lstm": build_lstm, "resnet": build_resnet,
+            "attention": build_attention, "ctc": build_ctc, "rnn_cell": build_rnn_cell}
+
+
+def _model(model_spec, forward, named: _Named, keras_model, images=False, choices=None):
+    """Order the named variables as the spec's params (a name missing or extra is a bug)."""
+    names = [p.name for p in model_spec.params]
+    if sorted(names) != sorted(named.entries):
+        raise ValueError(f"{model_spec.label}: variables {sorted(named.entries)} "
+                         f"do not match the spec's params {sorted(names)}")
+    variables, layouts = zip(*(named.entries[n] for n in names))
+    return Model(forward, list(variables), list(layouts), keras_model, images, choices or {})
+
+
+def build_model(model_spec: spec.ModelSpec, dtype: str = "float32") -> Model:
+    if model_spec.family not in BUILDERS:
+        raise UnsupportedCell(f"tensorflow backend has no model family {model_spec.family!r}")
+    return BUILDERS[model_spec.family](model_spec, dtype)
+
+
+def load_params(model: Model, arrays: list[np.ndarray]) -> None:
+    for variable, layout, array in zip(model.variables, model.layouts, arrays, strict=True):
+        variable.assign(layout.to_tf(array).astype(variable.dtype.as_numpy_dtype))
+
+
+# ================================================================ data and losses
+def _device_batch(batch: dict[str, np.ndarray], model_spec, model: Model, dtype) -> dict:
+    """One batch as tensors, in TensorFlow's layout; labels int32, as tf.nn.ctc_loss needs."""
+    tensors = {}
+    for key, array in batch.items():
+        if key == "x" and model.images:
+            array = _nchw_to_nhwc(array)
+        tensors[key] = tf.constant(array, dtype=tf.int32 if array.dtype.kind in "iu" else dtype)
+    if model_spec.loss == "ctc":  # every sequence full length (the spec's fixed lengths)
+        rows, steps = batch["x"].shape[:2]
+        tensors["label_length"] = tf.fill([rows], batch["y"].shape[1])
+        tensors["logit_length"] = tf.fill([rows], steps)
+    return tensors
+
+
+def _l2(out, batch):
+    return tf.norm(batch["y"] - out)
+
+
+def _sum(out, batch):
+    return tf.reduce_sum(out)
+
+
+def _xent(out, batch):
+    return tf.reduce_mean(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch["y"], logits=out))
+
+
+def _ctc(out, batch):
+    # `out` is already log-softmaxed; ctc_loss's own log-softmax leaves it unchanged.
+    return tf.reduce_sum(tf.nn.ctc_loss(
+        labels=batch["y"], logits=out, label_length=batch["label_length"],
+        logit_length=batch["logit_length"], logits_time_major=False, blank_index=0))
+
+
+LOSSES = {"l2": _l2, "sum": _sum, "xent": _xent, "ctc": _ctc}
+
+
+# ================================================================ tasks
+@dataclasses.dataclass
+class Task:
+    """One task over a model: `forward(batch) -> state` runs under the tape,
+    `derive(state) -> (loss or None, [derivatives])` makes the tape call."""
+
+    forward: Callable[[dict], tuple]
+    derive: Callable[[tuple], tuple]
+    choices: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _loss_task(model: Model, loss_fn, jacobian: bool) -> Task:
+    def forward(batch):
+        with tf.GradientTape() as tape:  # trainable variables are watched as they are read
+            loss = loss_fn(model.forward(batch), batch)
         return tape, loss
 
-    def backward(tape_and_loss):
-        tape, loss = tape_and_loss
-        return tape.gradient(loss, params)
+    def derive(state):
+        tape, loss = state
+        if jacobian:
+            return loss, tape.jacobian(loss, model.variables, experimental_use_pfor=True)
+        return loss, tape.gradient(loss, model.variables)
 
-    if mode == "eager":
+    return Task(forward, derive)
 
-        def run(i, clock):
-            with tf.device(tf_device):
-                return split_timer(lambda: forward(i), backward, sync, clock)
 
-        def gradients(i):
-            with tf.device(tf_device):
-                tape_and_loss = forward(i)
-                grads = backward(tape_and_loss)
-            return float(tape_and_loss[1]), [g.numpy() for g in grads]
+def _output_rows(model: Model, batch, rows: int, persistent: bool):
+    """The first `rows` entries of one example's flattened output, taped w.r.t. its input.
 
-    elif mode == "graph":
-        # A batch dimension of None: the shorter last batch of the epoch does not retrace.
-        signature = [
-            tf.TensorSpec([None, arch.n_inputs], tf.float32),
-            tf.TensorSpec([None, arch.n_outputs], tf.float32),
-        ]
+    Every model's output is in canonical layout (no image outputs), so the flattened order
+    is the spec's.
+    """
+    x = batch["x"]
+    with tf.GradientTape(persistent=persistent) as tape:
+        tape.watch(x)
+        out = tf.reshape(model.forward({**batch, "x": x}), [-1])[:rows]
+    return tape, out, x
 
-        @tf.function(input_signature=signature)
-        def whole_step(xb, yb):
-            with tf.GradientTape() as tape:
-                loss = tf.norm(yb - mlp_forward(xb, params))
-            return loss, tape.gradient(loss, params)
 
-        def run(i, clock):
-            with tf.device(tf_device):
-                return whole_timer(lambda: whole_step(*batch(i)), sync, clock)
+def _rows_task(model: Model, rows: int, dtype) -> Task:
+    one_hot = list(tf.eye(rows, dtype=dtype))  # built once, outside the clock
 
-        def gradients(i):
-            with tf.device(tf_device):
-                loss, grads = whole_step(*batch(i))
-            return float(loss), [g.numpy() for g in grads]
+    def forward(batch):
+        return _output_rows(model, batch, rows, persistent=True)
 
-    else:
+    def derive(state):
+        tape, out, x = state
+        vjps = [tape.gradient(out, x, output_gradients=row) for row in one_hot]
+        return None, [tf.concat(vjps, axis=0)]  # each (1, *input): stack the rows
+
+    return Task(forward, derive, {"jacobian_rows": "one tape.gradient per row with one-hot "
+                                  "output_gradients on a persistent tape, in a Python loop "
+                                  "(unrolled at trace time under tf.function)"})
+
+
+def _vectorized_task(model: Model, rows: int) -> Task:
+    def forward(batch):
+        return _output_rows(model, batch, rows, persistent=False)
+
+    def derive(state):
+        tape, out, x = state
+        jacobian = tape.jacobian(out, x, experimental_use_pfor=True)  # (rows, 1, *input)
+        return None, [tf.reshape(jacobian, [rows, *x.shape[1:]])]
+
+    return Task(forward, derive)
+
+
+PFOR_CHOICE = ("tape.jacobian(experimental_use_pfor=True); in eager mode pfor traces its "
+               "loop body into a fresh tf.function at every call (TensorFlow's own design)")
+
+
+def make_task(workload: spec.Workload, model: Model, dtype) -> Task:
+    rows = min(workload.jacobian_rows, workload.spec.n_outputs)
+    if workload.task == "backward":
+        return _loss_task(model, LOSSES[workload.spec.loss], jacobian=False)
+    if workload.task == "loss_jacobian":
+        task = _loss_task(model, LOSSES[workload.spec.loss], jacobian=True)
+        task.choices["pfor"] = PFOR_CHOICE
+        return task
+    if workload.task == "jacobian_rows":
+        return _rows_task(model, rows, dtype)
+    if workload.task == "jacobian_vectorized":
+        task = _vectorized_task(model, rows)
+        task.choices["pfor"] = PFOR_CHOICE
+        return task
+    raise UnsupportedCell(f"tensorflow backend has no task {workload.task!r}")
+
+
+# ================================================================ prepare
+MODE_CHOICES = {
+    "eager": {},
+    "graph": {"tf_function": "one tf.function of forward and tape call, no input_signature: "
+                             "the shorter last batch of an epoch retraces once",
+              "jit_compile": "False"},
+}
+
+
+def _onednn_enabled() -> bool:
+    """Whether TensorFlow runs its oneDNN kernels on CPU (TF_ENABLE_ONEDNN_OPTS, default on)."""
+    from tensorflow.python.util import _pywrap_util_port  # no public API reports it
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+# Cells that abort the whole process (not an exception we could record): refused up front.
+ONEDNN_ABORTS = {
+    ("attention", "jacobian_vectorized"):
+        "pfor turns Keras MultiHeadAttention's projections into BatchMatMulV2 of shape "
+        "(rows, 1, L, E) x (E, E), which TensorFlow's oneDNN kernel aborts on "
+        "(dnnl::error / SIGSEGV; tf.matmul(tf.ones([4, 1, 8, 16]), tf.ones([16, 16])) "
+        "reproduces it); the cell runs with TF_ENABLE_ONEDNN_OPTS=0",
+}
+
+
+def _check_supported(workload: spec.Workload, mode: str, device: str, dtype: str) -> None:
+    if mode not in MODE_CHOICES:
         raise UnsupportedCell(f"tensorflow has no mode {mode!r}")
-    return Prepared(run=run, gradients=gradients)
+    if workload.spec.loss == "ctc" and dtype != "float32":
+        raise UnsupportedCell(f"tf.nn.ctc_loss with dense labels (ctc_loss_dense) mixes in "
+                              f"float32 constants: it cannot run in {dtype}")
+    if device == "cuda" and not _gpus():
+        raise UnsupportedCell("device cuda requested but TensorFlow sees no GPU")
+    abort = ONEDNN_ABORTS.get((workload.spec.family, workload.task))
+    if abort and device == "cpu" and _onednn_enabled():
+        raise UnsupportedCell(f"tensorflow {tf.__version__} with oneDNN on CPU: {abort}")
+
+
+def prepare(workload: spec.Workload, mode: str, device: str,
+            dtype: str = "float32") -> Prepared:
+    _check_supported(workload, mode, device, dtype)
+    tf_device = "/GPU:0" if device == "cuda" else "/CPU:0"
+    sync = tf.test.experimental.sync_devices if device == "cuda" else (lambda: None)
+    model_spec = workload.spec
+    with tf.device(tf_device):
+        model = build_model(model_spec, dtype)
+        load_params(model, spec.make_params(workload))
+        # All batches placed on the device up front: data transfer is not part of the timing.
+        batches = [_device_batch(b, model_spec, model, dtype)
+                   for b in spec.make_batches(workload)]
+        task = make_task(workload, model, dtype)
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+
+    def step(b):
+        return task.derive(task.forward(b))
+
+    if mode == "graph":
+        step = tf.function(step, jit_compile=False)
+    split = "forward_s" in spec.timed_quantities("tensorflow", mode, workload.task)
+
+    def run(i, clock):
+        with tf.device(tf_device):
+            if split:
+                return split_timer(lambda: task.forward(batch(i)), task.derive, sync, clock)
+            return whole_timer(lambda: step(batch(i)), sync, clock)
+
+    def derivatives(i):
+        with tf.device(tf_device):
+            loss, arrays = step(batch(i))
+        if spec.TASKS[workload.task].derivative == "jacobian":
+            jacobian = arrays[0].numpy()
+            return float("nan"), [_nhwc_to_nchw(jacobian) if model.images else jacobian]
+        return float(loss), [layout.to_canonical(a.numpy())
+                             for layout, a in zip(model.layouts, arrays, strict=True)]
+
+    choices = {"layers": f"Keras {keras.__version__} layers, called with training=False"
+                         if model.keras_model else "raw TensorFlow ops (tf.matmul, tf.tanh)",
+               "bias": "Keras layers add biases via keras.ops.add, which dispatches to "
+                       "tf.nn.bias_add (fusable with MatMul/Conv2D)" if model.keras_model
+                       else "none",
+               "layout": "NHWC images, HWIO kernels (converted once, at preparation)"
+                         if model.images else "canonical",
+               "onednn": "on" if device == "cpu" and _onednn_enabled() else "off",
+               # TensorFlow's default: float32 matmuls/convs in TF32 on Ampere and later GPUs.
+               **({"tf32": str(tf.config.experimental.tensor_float_32_execution_enabled())}
+                  if device == "cuda" else {}),
+               "dtype": dtype, **model.choices, **task.choices, **MODE_CHOICES[mode]}
+    return Prepared(run=run, derivatives=derivatives, choices=choices)

@@ -1,0 +1,181 @@
+"""The TensorFlow backend's specifics (tests/test_backends.py checks every model, task and
+mode of every backend against the float64 reference): a float64 build, variables, retracing
+over an epoch, thread settings, the cell oneDNN aborts.
+
+Tolerance: the largest relative L2 error over the arrays (adbench.reference.relative_error,
+as the pipeline's derivative check), float32 cells vs the float64 reference.  Measured on
+this suite's workloads (TF 2.21 CPU, oneDNN on), worst over tasks and modes:
+    mlp512 2.6e-7, mlp354x2 2.5e-7, mlp294x3 4.5e-7, fcn 3.0e-7, dense 2.3e-7,
+    fc_xent 7.9e-8, rnn_cell 2.1e-7 (numpy reference);
+    cnn 1.1e-6 (conv0.bias sums over every pixel), lstm 3.8e-7, ctc 2.1e-7,
+    resnet50 1.2e-6 (53 convolutions deep, long float32 sums), attention 2.8e-6 (its key
+    bias has a zero gradient in exact arithmetic, so its float32 round-off is measured
+    against 1% of the largest array's norm)
+so one tolerance of 1e-5 serves every model with >= 3x room for another machine's summation
+order; ResNet50 and the LSTM need no more.  The float64 build matches to <= 3e-15, which pins
+the layout conversions (a wrong permutation would be O(1))."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from adbench import reference, spec  # noqa: E402
+from adbench.backends import UnsupportedCell  # noqa: E402
+from adbench.backends import tensorflow_backend as tb  # noqa: E402
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
+MODES = tuple(spec.FRAMEWORKS["tensorflow"].modes)
+TOLERANCE = 1e-5  # float32 vs float64 reference, see the module docstring
+FLOAT64_TOLERANCE = 1e-12  # float64 vs float64: round-off only
+
+
+def small_workload(model: str, task: str) -> spec.Workload:
+    """One small batch (two for ResNet50), the first 10 output rows (2 for ResNet50)."""
+    model_spec = spec.MODELS[model]
+    batch = 2 if model == "resnet50" else min(4, model_spec.batch_size)
+    rows = 2 if model == "resnet50" else min(10, model_spec.n_outputs)
+    return spec.Workload(model, seed=0, task=task, warmup=0, iterations=2, n_samples=batch,
+                         batch_size=batch, jacobian_rows=rows)
+
+
+@functools.lru_cache(maxsize=None)
+def cached_reference(model: str, derivative: str):
+    """One reference per model and derivative kind (tasks of a kind share it)."""
+    task = reference.REFERENCE_TASK[derivative]
+    return reference.reference_derivatives(small_workload(model, task))
+
+
+def check_against_reference(workload, mode, dtype, tolerance):
+    derivative = spec.TASKS[workload.task].derivative
+    ref_loss, refs = cached_reference(workload.model, derivative)
+    loss, arrays = tb.prepare(workload, mode, "cpu", dtype=dtype).derivatives(0)
+    assert [a.shape for a in arrays] == [r.shape for r in refs]
+    assert all(a.dtype == np.dtype(dtype) for a in arrays)
+    if derivative == "gradients":
+        assert loss == pytest.approx(ref_loss, rel=tolerance)
+    else:
+        assert math.isnan(loss) and math.isnan(ref_loss)
+    assert reference.relative_error(arrays, refs) < tolerance
+
+
+@pytest.mark.parametrize("task", tuple(reference.REFERENCE_TASK.values()))
+@pytest.mark.parametrize("model", tuple(spec.MODELS))
+def test_float64_build_matches_the_reference_to_round_off(model, task):
+    workload = small_workload(model, task)
+    if workload.spec.loss == "ctc":
+        with pytest.raises(UnsupportedCell, match="float64"):
+            tb.prepare(workload, "eager", "cpu", dtype="float64")
+        return
+    check_against_reference(workload, "eager", "float64", FLOAT64_TOLERANCE)
+
+
+@pytest.mark.parametrize("model", tuple(spec.MODELS))
+def test_variables_are_the_spec_params(model):
+    model_spec = spec.MODELS[model]
+    built = tb.build_model(model_spec)
+    assert len(built.variables) == len(model_spec.params)
+    assert sum(v.shape.num_elements() for v in built.variables) == model_spec.n_parameters
+    rng = np.random.default_rng(0)
+    for p, variable, layout in zip(model_spec.params, built.variables, built.layouts):
+        array = rng.standard_normal(p.shape)
+        assert layout.to_tf(array).shape == tuple(variable.shape), p.name
+        np.testing.assert_array_equal(layout.to_canonical(layout.to_tf(array)), array)
+    if built.keras_model is None:  # the slides' cell is raw TensorFlow ops
+        assert model_spec.family == "rnn_cell"
+        return
+    keras_model = built.keras_model
+    trainable = sum(v.shape.num_elements() for v in keras_model.trainable_weights)
+    assert trainable == model_spec.n_parameters
+    # count_params() also counts BatchNormalization's moving mean and variance (ResNet50).
+    moving = sum(v.shape.num_elements() for v in keras_model.non_trainable_weights)
+    assert keras_model.count_params() == model_spec.n_parameters + moving
+    assert moving == (0 if model_spec.family != "resnet" else
+                      sum(p.size for p in model_spec.params if p.name.endswith(".gamma")) * 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("task", tuple(spec.TASKS))
+def test_run_returns_exactly_the_timed_quantities(task, mode):
+    """An epoch with a shorter last batch, then the wrap-around (graph mode retraces)."""
+    workload = spec.Workload("cnn", seed=1, task=task, n_samples=5, batch_size=2, warmup=0,
+                             iterations=7, jacobian_rows=3)
+    prepared = tb.prepare(workload, mode, "cpu")
+    expected = spec.timed_quantities("tensorflow", mode, task)
+    for i in range(workload.n_batches + 1):
+        sample = prepared.run(i, time.perf_counter)
+        assert sorted(sample) == sorted(expected), (i, sample)
+        assert all(v > 0 for v in sample.values())
+        if "forward_s" in sample:
+            assert sample["step_s"] == pytest.approx(sample["forward_s"] + sample["backward_s"])
+    assert (mode == "graph") == ("tf_function" in prepared.choices)
+    assert all(isinstance(v, str) and v for v in prepared.choices.values())
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("task", tuple(spec.TASKS))
+def test_derivatives_follow_the_batch_and_keep_no_state(task, mode):
+    workload = spec.Workload("rnn_cell", seed=2, task=task, n_samples=4, batch_size=2,
+                             warmup=0, iterations=3)
+    prepared = tb.prepare(workload, mode, "cpu")
+    _, first = prepared.derivatives(0)
+    _, second = prepared.derivatives(1)
+    _, again = prepared.derivatives(0)
+    assert not np.allclose(first[0], second[0])
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_the_reference_sees_the_first_batch_of_the_cells():
+    """The reference regenerates the workload's first batch: both see the same data."""
+    workload = small_workload("rnn_cell", "jacobian_rows")
+    ours = spec.make_batches(workload)[0]
+    theirs = spec.make_batches(dataclasses.replace(workload, iterations=1))[0]
+    for key in ours:
+        np.testing.assert_array_equal(ours[key], theirs[key])
+
+
+@pytest.fixture(scope="module")
+def fresh_process(tmp_path_factory):
+    """One fresh TensorFlow process (a TensorFlow import costs seconds) that sets its thread
+    pools first, as they can only be set before TensorFlow's first op, then computes the
+    oneDNN-refused cell with TF_ENABLE_ONEDNN_OPTS=0.  Returns what both produced."""
+    workload = small_workload("attention", "jacobian_vectorized")
+    out = tmp_path_factory.mktemp("fresh")
+    code = ("import json, numpy as np; from adbench import spec; "
+            "from adbench.backends import tensorflow_backend as tb; "
+            "threads = tb.configure_threads(1); "
+            f"w = spec.Workload(**{dataclasses.asdict(workload)!r}); "
+            f"[np.save(f'{out}/{{m}}.npy', tb.prepare(w, m, 'cpu').derivatives(0)[1][0]) "
+            f"for m in {MODES!r}]; "
+            f"open('{out}/threads.json', 'w').write(json.dumps(threads))")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=SCRIPTS,
+                   env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "0"})
+    return (json.loads((out / "threads.json").read_text()),
+            {mode: np.load(out / f"{mode}.npy") for mode in MODES})
+
+
+def test_configure_threads_reports_what_tensorflow_uses(fresh_process):
+    threads, _ = fresh_process
+    assert threads == {"intra_op": 1, "inter_op": 1}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_cell_refused_under_onednn_runs_without_it(fresh_process, mode):
+    """attention/jacobian_vectorized, refused where oneDNN would abort the process, is
+    correct where TensorFlow runs without oneDNN."""
+    _, jacobians = fresh_process
+    _, refs = cached_reference("attention", "jacobian")
+    assert reference.relative_error([jacobians[mode]], refs) < TOLERANCE
