@@ -3,6 +3,9 @@ float64 reference, the timed quantities of the spec, unsupported cells with a re
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -124,10 +127,18 @@ def test_choices_are_recorded(backend):
         assert prepared.choices and all(isinstance(v, str) for v in prepared.choices.values())
 
 
-def test_threads_are_reported(backend):
-    framework, module = backend
-    reported = module.configure_threads(1)
-    assert reported and all(int(v) == 1 for v in reported.values()), reported
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_are_set_and_reported_in_a_fresh_process(backend, threads):
+    """As a timing job does it: before the framework's first op, then read back."""
+    framework, _ = backend
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]);"
+            "from adbench.backends import load;"
+            f"print(json.dumps(load({framework!r}).configure_threads({threads})))")
+    done = subprocess.run([sys.executable, "-c", code, str(REPO / "workflow" / "scripts")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert reported and all(int(v) == threads for v in reported.values()), reported
 
 
 def test_unknown_mode_is_unsupported(backend):
