@@ -21,7 +21,7 @@ if [ "${1:-}" = "--test" ]; then
   links=()
   for link in ${PIP_FIND_LINKS:-}; do links+=(--find-links "$link"); done
   # uv ignores pip's configuration, hence pip's find-links passed on explicitly.
-  $PYTHON -m uv pip install --quiet --python "$($PYTHON -c 'import sys; print(sys.executable)')" \
+  $PYTHON -m uv pip install --quiet --compile-bytecode --python "$($PYTHON -c 'import sys; print(sys.executable)')" \
     "${links[@]}" -r "$reqs"
   rm -f "$reqs"
 fi

@@ -67,11 +67,14 @@ def build(env_file: str, prefix: str) -> dict:
     uv = shutil.which("uv")
     if uv:
         run([uv, "venv", "--quiet", "--python", sys.executable, prefix])
-        run([uv, "pip", "install", "--python", python, *find_links(), *requirements])
+        # Byte-code compiled at install: with PYTHONDONTWRITEBYTECODE set (as on CI machines)
+        # every timing job would otherwise recompile torch's or TensorFlow's sources on import.
+        run([uv, "pip", "install", "--compile-bytecode", "--python", python, *find_links(),
+             *requirements])
         freeze = run([uv, "pip", "freeze", "--python", python])
     else:
         run([sys.executable, "-m", "venv", prefix])
-        run([python, "-m", "pip", "install", "--quiet", *requirements])
+        run([python, "-m", "pip", "install", "--quiet", "--compile", *requirements])
         freeze = run([python, "-m", "pip", "freeze"])
     return {
         "env_file": env_file,
