@@ -44,6 +44,9 @@ rule reference:
         "results/logs/reference/{model}/{derivative}/seed{seed}.log",
     conda:
         lambda wc: env_file(reference_env(wc))
+    # Heavy (a float64 ResNet50): it never runs beside a timing job either.
+    resources:
+        timing_lock=1,
     params:
         python=lambda wc: env_python(reference_env(wc)),
         data=lambda wc: data_args(wc.model, reference.REFERENCE_TASK[wc.derivative]),
