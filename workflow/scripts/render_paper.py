@@ -518,11 +518,22 @@ def ratio_grid(table: TableInfo, rows: pd.DataFrame) -> dict:
 # ----------------------------------------------------------------------------- scaled-down models
 # TODO(spec): the study's (presumed) input shape could be a ModelSpec field; it is in
 # claims.json's "study_input_shape" (an assumption, labelled there) until then.
-def scaled_down(model: str, study_shape, data: dict) -> list[dict]:
+def jacobian_rows_used(cells, model: str) -> int:
+    """The Jacobian rows this run computed for a model (the spec's unless the config says)."""
+    default = MODELS[model].n_jacobian_rows
+    if cells is None or "jacobian_rows" not in cells:
+        return default
+    mine = cells[(cells["model"] == model)
+                 & cells["task"].map(lambda t: TASKS[t].derivative == "jacobian")]
+    used = set(mine["jacobian_rows"].dropna().astype(int))
+    return used.pop() if len(used) == 1 else default
+
+
+def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
     """Per table with the model and published numbers: what was scaled down, by how much, the
     closest of our cells to each published number, and a labelled full-size extrapolation."""
     spec = MODELS[model]
-    rows_factor = spec.n_outputs / spec.n_jacobian_rows
+    rows_factor = spec.n_outputs / jacobian_rows_used(cells, model)
     input_factor = math.prod(study_shape) / math.prod(spec.input_shape)
     out = []
     for table in TABLES:
@@ -551,7 +562,7 @@ def scaled_down(model: str, study_shape, data: dict) -> list[dict]:
             "our_input": latex(shape_text(spec.input_shape)),
             "study_input": latex(shape_text(study_shape)),
             "input_factor": factor(input_factor),
-            "our_rows": spec.n_jacobian_rows, "study_rows": spec.n_outputs,
+            "our_rows": jacobian_rows_used(cells, model), "study_rows": spec.n_outputs,
             "rows_factor": factor(rows_factor), "both_factor": factor(rows_factor * input_factor),
             "closest": [closest(s, mine, extrapolated) for s in study],
             "extrapolated": [{"label": c["label"], "s": seconds(c["s"])} for c in extrapolated],
@@ -574,17 +585,31 @@ def closest(published: dict, mine: list, extrapolated: list) -> dict:
 
 
 # ----------------------------------------------------------------------------- spec facts
-def models_context(measured: set) -> list[dict]:
-    """Every model of the spec: where the seeds name it, what we chose, its sizes."""
+def run_sizes(cells, model: str, column: str, default: int) -> str:
+    """The sizes this run used for a model (a config may override the spec's default)."""
+    if cells is None or column not in cells or model not in set(cells["model"]):
+        return str(default)
+    used = sorted({int(v) for v in cells.loc[cells["model"] == model, column].dropna()})
+    return ", ".join(map(str, used)) or str(default)
+
+
+def models_context(measured: set, cells=None) -> list[dict]:
+    """Every model of the spec: where the seeds name it, what we chose, the sizes used."""
     rows = []
     for name, spec in MODELS.items():
-        jacobian = f"{spec.n_jacobian_rows} × {shape_text(spec.input_shape)}"
-        if spec.n_jacobian_rows < spec.n_outputs:
+        jacobian_cells = None if cells is None else cells[cells["task"].map(
+            lambda t: TASKS[t].derivative == "jacobian")]
+        rows_used = run_sizes(jacobian_cells, name, "jacobian_rows", spec.n_jacobian_rows)
+        jacobian = f"{rows_used} × {shape_text(spec.input_shape)}"
+        if rows_used != str(spec.n_outputs):
             jacobian += f" (of {spec.n_outputs} rows)"
+        loss_cells = None if cells is None else cells[cells["task"].map(
+            lambda t: TASKS[t].derivative == "gradients")]
         rows.append({
             "label": latex(spec.label), "name": latex(name), "source": latex(spec.source),
             "choices": latex(spec.choices), "n_parameters": spec.n_parameters,
-            "jacobian": latex(jacobian), "batch_size": spec.batch_size,
+            "jacobian": latex(jacobian),
+            "batch_size": run_sizes(loss_cells, name, "batch_size", spec.batch_size),
             "loss": latex(spec.loss), "measured": name in measured,
         })
     return rows
@@ -800,7 +825,7 @@ def build_context(args) -> dict:
     return {
         "setup": setup_context(env),
         "overview": tables_overview(data),
-        "models": models_context(measured),
+        "models": models_context(measured, cells),
         "modes": modes_context(),
         "tasks": tasks_context(),
         "tables": [table_context(t, **data[t.name]) for t in TABLES],
@@ -809,7 +834,7 @@ def build_context(args) -> dict:
         "findings": findings,
         "hypotheses": [f for f in findings if f["hypothesis"]],
         "scaled": [s for model, shape in claims.get("study_input_shape", {}).items()
-                   if model in MODELS for s in scaled_down(model, shape, data)],
+                   if model in MODELS for s in scaled_down(model, shape, data, cells)],
         "choices": choices_context(cells),
         "has_cells": cells is not None,
         "gradients": gradient_summary(read_csv(args.gradients), env.get("gradient_tolerance")),

@@ -346,8 +346,8 @@ TABLES: tuple[TableInfo, ...] = (
               study_table="000 Table 4"),
     TableInfo("table5_dense", "Jacobian of a dense layer", ("dense",), JACOBIANS, "step_s",
               "s", published="table5_dense.csv", study_table="001 Table 1"),
-    TableInfo("table6_hypothesis0", "Hypothesis 0: one backward pass vs the loss Jacobian "
-              "w.r.t. all parameters", tuple(MODELS), ("backward", "loss_jacobian"), "step_s",
+    TableInfo("table6_hypothesis0", "One backward pass vs the loss Jacobian w.r.t. all "
+              "parameters", tuple(MODELS), ("backward", "loss_jacobian"), "step_s",
               "us", study_table="001 Hypothesis 0"),
     TableInfo("table7_layers", "The other layers the seeds name: every task",
               ("attention", "fc_xent", "ctc", "rnn_cell"), tuple(TASKS), "step_s", "us",
