@@ -372,11 +372,11 @@ class Workload:
 
     def __post_init__(self):
         spec = MODELS[self.model]
-        for name in ("n_samples", "batch_size", "jacobian_rows"):
+        defaults = {"n_samples": spec.n_samples, "batch_size": spec.batch_size,
+                    "jacobian_rows": spec.n_jacobian_rows}
+        for name, default in defaults.items():
             if getattr(self, name) is None:
-                object.__setattr__(self, name, getattr(spec, name))
-        if self.jacobian_rows is None:
-            object.__setattr__(self, "jacobian_rows", spec.n_outputs)
+                object.__setattr__(self, name, default)
 
     @property
     def spec(self) -> ModelSpec:
