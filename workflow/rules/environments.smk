@@ -5,7 +5,11 @@
 rule build_venv:
     # Runs in the driver's Python (it makes the other environments), hence no conda env.
     input:
-        str(ROOT / "envs" / "{env}.yaml"),
+        pins=str(ROOT / "envs" / "{env}.yaml"),
+        # Optional pins for building sdists (build_env.py); rebuilds when edited.
+        build_constraints=lambda w: [
+            str(p) for p in [ROOT / "envs" / f"{w.env}.build-constraints.txt"] if p.exists()
+        ],
     output:
         ".venvs/{env}.json",
     log:
@@ -18,6 +22,6 @@ rule build_venv:
         script=SCRIPTS / "build_env.py",
     run:
         shell(
-            "{sys.executable} {params.script} {input} --prefix {params.prefix} "
+            "{sys.executable} {params.script} {input.pins} --prefix {params.prefix} "
             "--receipt {output} > {log} 2>&1"
         )

@@ -56,8 +56,16 @@ def find_links() -> list[str]:
     return [arg for link in links for arg in ("--find-links", link)]
 
 
+def build_constraints_file(env_file: str) -> str | None:
+    """envs/<name>.build-constraints.txt: pins for building sdists (setuptools < 81 for
+    chainer's setup.py); a conda file has no place for them."""
+    path = env_file.removesuffix(".yaml") + ".build-constraints.txt"
+    return path if os.path.exists(path) else None
+
+
 def build(env_file: str, prefix: str) -> dict:
     wanted_python, requirements = read_pins(env_file)
+    build_constraints = build_constraints_file(env_file)
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if wanted_python and not here.startswith(wanted_python):
         log(f"warning: {env_file} pins python {wanted_python}, building with {here}")
@@ -69,11 +77,14 @@ def build(env_file: str, prefix: str) -> dict:
         run([uv, "venv", "--quiet", "--python", sys.executable, prefix])
         # Byte-code compiled at install: with PYTHONDONTWRITEBYTECODE set (as on CI machines)
         # every timing job would otherwise recompile torch's or TensorFlow's sources on import.
+        constrain = ["--build-constraint", build_constraints] if build_constraints else []
         run([uv, "pip", "install", "--compile-bytecode", "--python", python, *find_links(),
-             *requirements])
+             *constrain, *requirements])
         freeze = run([uv, "pip", "freeze", "--python", python])
     else:
         run([sys.executable, "-m", "venv", prefix])
+        if build_constraints:  # pip applies PIP_CONSTRAINT in its isolated build envs too
+            os.environ["PIP_CONSTRAINT"] = os.path.abspath(build_constraints)
         run([python, "-m", "pip", "install", "--quiet", "--compile", *requirements])
         freeze = run([python, "-m", "pip", "freeze"])
     return {
@@ -81,6 +92,7 @@ def build(env_file: str, prefix: str) -> dict:
         "prefix": prefix,
         "python": python,
         "requirements": requirements,
+        "build_constraints": build_constraints,
         "installed": freeze.split(),
         "built_with": "uv" if uv else "pip",
         "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -47,6 +47,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--n-samples", type=int, help="default: the model's")
     p.add_argument("--jacobian-rows", type=int, help="output rows of a Jacobian task "
                    "(default: the model's)")
+    p.add_argument("--cache-dir", default="results/cache", help="compile caches of the "
+                   "frameworks (ADBENCH_CACHE_DIR for the backend); default %(default)s")
     p.add_argument("--out", required=True, help="raw Parquet file to write")
     p.add_argument("--gradients", required=True, help=".npz file for the correctness check: "
                    "loss and gradients, or the Jacobian, at the first batch")
@@ -99,6 +101,7 @@ def measure(args: argparse.Namespace) -> int:
         **provenance.git_state(os.path.dirname(os.path.abspath(__file__))),
     }
     provenance.pin_threads_env(args.threads)
+    os.environ["ADBENCH_CACHE_DIR"] = os.path.abspath(args.cache_dir)
     rows, status, message = [], "ok", ""
     loss, grads = None, []
     phases = {}
@@ -120,10 +123,14 @@ def measure(args: argparse.Namespace) -> int:
         phases["prepare_s"] = time.perf_counter() - t
         info["device_name"] = backend.device_name(args.device)
         info["choices"] = prepared.choices
+        phases["compile_s"] = prepared.compile_s
 
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), provenance.cpu_seconds()
         rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log)
         phases["timed_loop_s"] = time.perf_counter() - t
+        # Cores the loop kept busy: checks that the thread setting took effect (a framework
+        # that ignores it shows more CPU-seconds per second than threads).
+        info["cpu_utilisation"] = (provenance.cpu_seconds() - cpu) / phases["timed_loop_s"]
         log(f"{len(rows)} iterations in {phases['timed_loop_s']:.2f} s")
 
         # After the timed loop, so the first timed iterations really are the first calls.

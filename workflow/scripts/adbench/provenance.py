@@ -35,6 +35,12 @@ def pin_threads_env(threads: int) -> None:
         os.environ[name] = str(threads)
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process, all its threads."""
+    times = os.times()
+    return times.user + times.system
+
+
 def process_start_epoch() -> float | None:
     """When this process was started (Linux), to measure interpreter start-up."""
     try:

@@ -49,7 +49,10 @@ class FrameworkInfo:
     modes: dict[str, ModeInfo]
 
 
-# The valid (framework, mode) pairs: the only table of them in the project.
+# The valid (framework, mode) pairs: the only table of them in the project.  A key is the
+# framework's Python module name (environments: current checks that it imports).  A
+# framework's non-compiled mode is named "eager" wherever it has one (the baseline of its
+# improvements).
 FRAMEWORKS: dict[str, FrameworkInfo] = {
     "torch": FrameworkInfo(
         label="PyTorch",
@@ -60,6 +63,10 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                               "torch.autograd on the define-by-run graph"),
             "script": ModeInfo(True, "TorchScript", "torch.jit.script of the model and its "
                                "loss (one scripted module); derivatives by torch.autograd"),
+            "trace": ModeInfo(True, "jit.trace", "torch.jit.trace of the model and its loss "
+                              "on the first batch; derivatives by torch.autograd"),
+            "compile": ModeInfo(True, "torch.compile", "torch.compile (inductor) of the model "
+                                "and its loss; derivatives by AOTAutograd's compiled backward"),
         },
     ),
     "tensorflow": FrameworkInfo(
@@ -71,6 +78,68 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
                               "tape.gradient / tape.jacobian"),
             "graph": ModeInfo(True, "tf.function", "tf.function of the whole step (forward "
                               "and tape.gradient / tape.jacobian)", whole_step=True),
+            "xla": ModeInfo(True, "XLA", "tf.function(jit_compile=True) of the whole step: "
+                            "XLA compiles forward and derivative together", whole_step=True),
+        },
+    ),
+    "jax": FrameworkInfo(
+        label="JAX",
+        env="jax",
+        backend="jax_backend",
+        modes={
+            "eager": ModeInfo(False, "eager", "jax.grad / jax.vjp / jax.jacrev dispatched op "
+                              "by op, no jax.jit"),
+            "jit": ModeInfo(True, "jax.jit", "jax.jit of the whole step (forward and "
+                            "derivative), compiled by XLA", whole_step=True),
+        },
+    ),
+    "autograd": FrameworkInfo(
+        label="HIPS autograd",
+        env="autograd",
+        backend="autograd_backend",
+        modes={
+            "eager": ModeInfo(False, "eager", "autograd.grad / autograd.make_vjp over numpy "
+                              "code, traced at every call"),
+        },
+    ),
+    "pytensor": FrameworkInfo(
+        label="PyTensor",
+        env="pytensor",
+        backend="pytensor_backend",
+        modes={
+            "c": ModeInfo(True, "C (cvm)", "pytensor.function with the FAST_RUN rewrites and "
+                          "the cvm linker (C thunks), symbolic pytensor.grad", whole_step=True),
+            "numba": ModeInfo(True, "Numba", "pytensor.function in NUMBA mode (its default "
+                              "backend), symbolic pytensor.grad", whole_step=True),
+        },
+    ),
+    "theano": FrameworkInfo(
+        label="Theano",
+        env="theano",
+        backend="theano_backend",
+        modes={
+            "c": ModeInfo(True, "FAST_RUN", "theano.function in FAST_RUN (cvm linker, C "
+                          "thunks), symbolic theano.grad", whole_step=True),
+        },
+    ),
+    "mxnet": FrameworkInfo(
+        label="MXNet",
+        env="mxnet",
+        backend="mxnet_backend",
+        modes={
+            "eager": ModeInfo(False, "imperative", "Gluon blocks under autograd.record(), "
+                              "then .backward()"),
+            "hybrid": ModeInfo(True, "hybridize", "Gluon hybridize(static_alloc=True, "
+                               "static_shape=True): a cached symbolic graph"),
+        },
+    ),
+    "chainer": FrameworkInfo(
+        label="Chainer",
+        env="chainer",
+        backend="chainer_backend",
+        modes={
+            "eager": ModeInfo(False, "define-by-run", "chainer.links under define-by-run, "
+                              "then loss.backward() / chainer.grad"),
         },
     ),
 }
@@ -328,30 +397,47 @@ class TableInfo:
     published: str | None = None  # report/published/<file>, the study's numbers
     study_table: str = ""  # e.g. "000 Table 3"
     improvement: bool = False  # eager -> compiled ratio per framework
+    # The frameworks it shows (None: every framework of FRAMEWORKS that was measured).
+    frameworks: tuple[str, ...] | None = None
+    # "columns": a column per (framework, mode), the study's layout, for few frameworks;
+    # "rows": a row per (framework, mode) under each model, a column per task: any number.
+    layout: str = "columns"
+    first_step: bool = False  # a time-to-first-step column (compile + first call)
 
 
 MLPS = ("mlp512", "mlp354x2", "mlp294x3")
 JACOBIANS = ("jacobian_rows", "jacobian_vectorized")
+STUDY_FRAMEWORKS = ("torch", "tensorflow")  # what the study's own tables compare
 TABLES: tuple[TableInfo, ...] = (
     TableInfo("table1_eager", "Eager mode: backward pass", MLPS, ("backward",), "backward_s",
-              "us", compiled=False, published="table1_eager.csv", study_table="000 Table 1"),
+              "us", compiled=False, published="table1_eager.csv", study_table="000 Table 1",
+              frameworks=STUDY_FRAMEWORKS),
     TableInfo("table2_compiled", "Compiled mode: whole step, forward + backward", MLPS,
               ("backward",), "step_s", "us", compiled=True, published="table2_compiled.csv",
-              study_table="000 Table 2", improvement=True),
+              study_table="000 Table 2", improvement=True, frameworks=STUDY_FRAMEWORKS),
     TableInfo("table3_jacobian", "Jacobian of the output w.r.t. the input: FCN, CNN, LSTM",
               ("fcn", "cnn", "lstm"), JACOBIANS, "step_s", "1e-5 s",
-              published="table3_jacobian.csv", study_table="000 Table 3"),
+              published="table3_jacobian.csv", study_table="000 Table 3",
+              frameworks=STUDY_FRAMEWORKS),
     TableInfo("table4_resnet50", "Jacobian of ResNet50's output w.r.t. its input",
               ("resnet50",), JACOBIANS, "step_s", "s", published="table4_resnet50.csv",
-              study_table="000 Table 4"),
+              study_table="000 Table 4", frameworks=STUDY_FRAMEWORKS),
     TableInfo("table5_dense", "Jacobian of a dense layer", ("dense",), JACOBIANS, "step_s",
-              "s", published="table5_dense.csv", study_table="001 Table 1"),
+              "s", published="table5_dense.csv", study_table="001 Table 1",
+              frameworks=STUDY_FRAMEWORKS),
     TableInfo("table6_hypothesis0", "One backward pass vs the loss Jacobian w.r.t. all "
               "parameters", tuple(MODELS), ("backward", "loss_jacobian"), "step_s",
-              "us", study_table="001 Hypothesis 0"),
+              "us", study_table="001 Hypothesis 0", layout="rows"),
     TableInfo("table7_layers", "The other layers the seeds name: every task",
               ("attention", "fc_xent", "ctc", "rnn_cell"), tuple(TASKS), "step_s", "us",
-              study_table="001 §2, 002"),
+              study_table="001 §2, 002", layout="rows"),
+    TableInfo("table8_frameworks", "Every framework and mode: a training step of the MLPs "
+              "and the RNN cell", MLPS + ("rnn_cell",), ("backward",), "step_s", "us",
+              study_table="002, 003 (systems named)", improvement=True, layout="rows",
+              first_step=True),
+    TableInfo("table9_jacobians", "Every framework and mode: the Jacobians of the study's "
+              "models", MLPS + ("dense", "fcn", "cnn", "lstm", "resnet50"), JACOBIANS, "step_s",
+              "ms", study_table="000 Tables 3-4, 001 Table 1 (extended)", layout="rows"),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)
 

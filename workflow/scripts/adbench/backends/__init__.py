@@ -13,6 +13,13 @@ places every batch on the device, and returns a `Prepared` for the workload's ta
 (spec.TASKS) are implemented once per backend, generically over models.  What a cell cannot
 run raises `UnsupportedCell` with the reason.
 
+Compilation: a mode that compiles or traces ahead of time (jit.trace, pytensor.function)
+does it in `prepare` and reports the seconds in `Prepared.compile_s`; a mode that compiles
+lazily (tf.function, jax.jit, torch.compile) leaves it 0 and pays in its first iteration.
+Time to first step = compile_s + the first iteration's step_s, for every mode alike.
+Compile caches go under os.environ["ADBENCH_CACHE_DIR"] (set by measure.py, inside the
+results tree), never the user's home; `choices` says whether a cache was cold or shared.
+
 `Prepared.derivatives(i)` returns, at iteration i's batch, outside the clock:
     task derivative "gradients": (loss, [dloss/dparam for every spec param, canonical layout])
     task derivative "jacobian":  (nan,  [J]) with J of shape spec.jacobian_shape(rows):
@@ -43,6 +50,8 @@ class Prepared:
     derivatives: Callable[[int], tuple[float, list[np.ndarray]]]  # see the module docstring
     # Implementation choices that move the numbers (recorded in the cell's provenance).
     choices: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Seconds of ahead-of-time compilation or tracing inside prepare (see the docstring).
+    compile_s: float = 0.0
 
 
 def load(framework: str):

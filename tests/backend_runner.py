@@ -1,0 +1,76 @@
+#!/usr/bin/env python
+"""Run tiny cells of one framework inside that framework's own environment (for the tests).
+
+    .venvs/jax/bin/python tests/backend_runner.py jax cells.json outdir/
+
+cells.json: a list of {"mode", "model", "task", "seed", "n_samples", "batch_size",
+"jacobian_rows", "warmup", "iterations"}.  One process for all of a framework's cells (the
+imports are paid once).  For cell k it writes outdir/k.npz (reference.write_derivatives) and
+appends to outdir/results.json: status, message, the rows' quantities, choices, compile_s,
+the threads the framework reports and the loop's CPU utilisation.  The test process, which
+has the float64 references, compares.  Threads are pinned to 1, before the import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "workflow", "scripts"))
+
+from adbench import provenance, reference, spec, timing  # noqa: E402
+from adbench.backends import UnsupportedCell, load  # noqa: E402
+
+
+def run_cell(backend, framework: str, cell: dict, npz: str) -> dict:
+    workload = spec.Workload(
+        model=cell["model"], seed=cell["seed"], task=cell["task"],
+        n_samples=cell.get("n_samples"), batch_size=cell.get("batch_size"),
+        jacobian_rows=cell.get("jacobian_rows"), warmup=cell.get("warmup", 1),
+        iterations=cell.get("iterations", 2))
+    result = {**cell, "status": "ok", "message": ""}
+    loss, grads = None, []
+    try:
+        prepared = backend.prepare(workload, cell["mode"], "cpu")
+        t, cpu = time.perf_counter(), provenance.cpu_seconds()
+        rows = timing.time_iterations(prepared, workload.warmup, workload.iterations)
+        wall = time.perf_counter() - t
+        result.update(
+            quantities=sorted({k for row in rows for k in row if k.endswith("_s")}),
+            steps=[row["step_s"] for row in rows], choices=prepared.choices,
+            compile_s=prepared.compile_s, cpu_utilisation=(provenance.cpu_seconds() - cpu) / wall)
+        loss, grads = prepared.derivatives(0)
+    except UnsupportedCell as exc:
+        result.update(status="unsupported", message=str(exc))
+    except Exception as exc:  # the test reports it, with the traceback
+        result.update(status="failed", message=f"{type(exc).__name__}: {exc}",
+                      traceback=traceback.format_exc())
+    reference.write_derivatives(npz, result["status"], loss, grads)
+    return result
+
+
+def main(framework: str, cells_file: str, outdir: str) -> int:
+    provenance.pin_threads_env(1)
+    os.makedirs(outdir, exist_ok=True)
+    os.environ["ADBENCH_CACHE_DIR"] = os.path.abspath(os.path.join(outdir, "cache"))
+    with open(cells_file) as f:
+        cells = json.load(f)
+    backend = load(framework)
+    summary = {"threads_reported": backend.configure_threads(1),
+               "versions": backend.versions(), "cells": []}
+    for k, cell in enumerate(cells):
+        summary["cells"].append(run_cell(backend, framework, cell,
+                                         os.path.join(outdir, f"{k}.npz")))
+        print(f"[runner] {framework} {cell['mode']} {cell['model']} {cell['task']}: "
+              f"{summary['cells'][-1]['status']}", file=sys.stderr, flush=True)
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

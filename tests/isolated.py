@@ -1,0 +1,148 @@
+"""Tests of a backend that runs in its own environment (its numpy and pins clash with ours).
+
+A framework's test file declares the cells its backend refuses and gets the generic tests:
+
+    from isolated import BackendCells
+    CELLS = BackendCells("jax", known_unsupported={("jit", "ctc", "*"): "phrase of reason"})
+    results = CELLS.results_fixture()
+    test_cell_matches_the_float64_reference = CELLS.cell_test()
+    test_threads_are_honoured = CELLS.threads_test()
+
+The environment is built from envs/<env>.yaml into .venvs/<env> exactly as the pipeline does
+it (build_env.py), unless its receipt is newer than the pin file; a build that fails is a
+test failure, never a skip.  All of a framework's cells run in one process of that
+environment (tests/backend_runner.py); this process compares them with the float64
+references.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from adbench import reference, spec
+
+REPO = Path(__file__).resolve().parents[1]
+RUNNER = REPO / "tests" / "backend_runner.py"
+CHECK = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())[
+    "properties"]["gradient_check"]["properties"]
+TOLERANCES = {m: CHECK["models"]["default"].get(m, CHECK["tolerance"]["default"])
+              for m in spec.MODELS}
+
+
+def venv_python(framework: str) -> Path:
+    """The framework's environment, built now if it is missing or older than its pins."""
+    env = spec.FRAMEWORKS[framework].env
+    pins, receipt = REPO / "envs" / f"{env}.yaml", REPO / ".venvs" / f"{env}.json"
+    constraints = REPO / "envs" / f"{env}.build-constraints.txt"
+    newest_input = max(p.stat().st_mtime for p in (pins, constraints) if p.exists())
+    if not receipt.exists() or receipt.stat().st_mtime < newest_input:
+        done = subprocess.run(
+            [sys.executable, str(REPO / "workflow/scripts/build_env.py"), str(pins),
+             "--prefix", str(REPO / ".venvs" / env), "--receipt", str(receipt)],
+            cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, f"building .venvs/{env} failed:\n{done.stderr[-4000:]}"
+    return REPO / ".venvs" / env / "bin" / "python"
+
+
+def tiny(model: str, task: str, mode: str, seed: int = 3) -> dict:
+    """A few small batches; ResNet50 with two images and two Jacobian rows."""
+    m = spec.MODELS[model]
+    return {"mode": mode, "model": model, "task": task, "seed": seed, "warmup": 1,
+            "iterations": 2, "n_samples": min(m.n_samples, 8),
+            "batch_size": min(m.batch_size, 4),
+            "jacobian_rows": 2 if model == "resnet50" else None}
+
+
+class BackendCells:
+    """The tiny cells of one framework's modes x models x tasks, run in its environment."""
+
+    def __init__(self, framework: str, known_unsupported: dict[tuple, str],
+                 models=None, tasks=None, modes=None):
+        self.framework = framework
+        # (mode, model, task) patterns ("*" matches any) -> a phrase the reason must contain.
+        self.known_unsupported = known_unsupported
+        modes = modes or list(spec.FRAMEWORKS[framework].modes)
+        self.cells = [tiny(model, task, mode) for mode, model, task in itertools.product(
+            modes, models or list(spec.MODELS), tasks or list(spec.TASKS))]
+
+    def known_reason(self, cell: dict) -> str | None:
+        for pattern, phrase in self.known_unsupported.items():
+            key = (cell["mode"], cell["model"], cell["task"])
+            if all(fnmatch.fnmatch(v, p) for p, v in zip(pattern, key)):
+                return phrase
+        return None
+
+    def run(self, outdir: Path) -> dict:
+        python = venv_python(self.framework)
+        cells_file = outdir / "cells.json"
+        cells_file.write_text(json.dumps(self.cells))
+        done = subprocess.run([str(python), str(RUNNER), self.framework, str(cells_file),
+                               str(outdir)], cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        assert done.returncode == 0, f"runner crashed:\n{done.stderr[-6000:]}"
+        summary = json.loads((outdir / "results.json").read_text())
+        summary["outdir"] = outdir
+        return summary
+
+    # ---------------------------------------------------------------- test factories
+    def results_fixture(self):
+        @pytest.fixture(scope="module")
+        def results(tmp_path_factory):
+            return self.run(tmp_path_factory.mktemp(self.framework))
+        return results
+
+    def cell_test(self):
+        ids = [f"{c['mode']}-{c['model']}-{c['task']}" for c in self.cells]
+
+        @pytest.mark.parametrize("k", range(len(self.cells)), ids=ids)
+        def test_cell_matches_the_float64_reference(results, k):
+            self.check_cell(results, k)
+        return test_cell_matches_the_float64_reference
+
+    def threads_test(self):
+        def test_threads_are_set_and_honoured(results):
+            """What the framework reports, and the cores its loops kept busy at 1 thread."""
+            reported = results["threads_reported"]
+            assert reported and all(int(v) == 1 for v in reported.values()
+                                    if v is not None), reported
+            busy = [c["cpu_utilisation"] for c in results["cells"] if c["status"] == "ok"]
+            # Median over cells: a short loop's CPU clock is coarse (10 ms ticks).
+            assert busy and float(np.median(busy)) < 1.5, busy
+        return test_threads_are_set_and_honoured
+
+    # ---------------------------------------------------------------- the check of one cell
+    def check_cell(self, results: dict, k: int) -> None:
+        cell, result = self.cells[k], results["cells"][k]
+        known = self.known_reason(cell)
+        if result["status"] == "failed":
+            pytest.fail(f"{result['message']}\n{result.get('traceback', '')}")
+        if result["status"] == "unsupported":
+            assert known and known in result["message"], \
+                f"refused without a known reason: {result['message']}"
+            return
+        assert known is None, f"runs now: drop the known refusal {known!r}"
+        workload = spec.Workload(model=cell["model"], seed=cell["seed"], task=cell["task"],
+                                 n_samples=cell["n_samples"], batch_size=cell["batch_size"],
+                                 jacobian_rows=cell["jacobian_rows"])
+        status, loss, arrays = reference.read_derivatives(str(results["outdir"] / f"{k}.npz"))
+        ref_loss, ref_arrays = reference.reference_derivatives(workload)
+        assert [a.shape for a in arrays] == [r.shape for r in ref_arrays]
+        assert all(a.dtype == np.float32 for a in arrays)
+        assert reference.relative_error(arrays, ref_arrays) < TOLERANCES[cell["model"]]
+        if spec.TASKS[cell["task"]].derivative == "gradients":
+            assert loss == pytest.approx(ref_loss, rel=1e-5)
+        assert result["quantities"] == sorted(spec.timed_quantities(
+            self.framework, cell["mode"], cell["task"]))
+        assert all(s > 0 for s in result["steps"])
+        assert result["choices"] and all(isinstance(v, str) for v in result["choices"].values())
+        assert result["compile_s"] >= 0
