@@ -185,6 +185,27 @@ def test_template_edit_rebuilds_only_the_paper(run):
     assert [job for job in planned_jobs(plan) if job != "all"] == ["paper"], plan
 
 
+def test_editing_one_pin_file_rebuilds_that_environment_alone(run):
+    """Environments are cached: a pin edit rebuilds its env and re-measures its cells only."""
+    assert "build_venv" not in planned_jobs(snakemake(run, "-n", "--config",
+                                                      "environments=venv").log)
+    counts = {f: sum(c.framework == f for c in tiny_cells())
+              for f in dict.fromkeys(c.framework for c in tiny_cells())}
+    framework = min(counts, key=counts.get)
+    pins = run / "envs" / f"{spec.FRAMEWORKS[framework].env}.yaml"
+    before = pins.stat()
+    os.utime(pins)  # as an edit does
+    try:
+        plan = snakemake(run, "-n", "--config", "environments=venv").log
+    finally:  # the later tests run on a tree whose environments are up to date
+        os.utime(pins, ns=(before.st_atime_ns, before.st_mtime_ns))
+    jobs = planned_jobs(plan)
+    assert jobs.count("build_venv") == 1 and jobs.count("measure") == counts[framework], plan
+    measured = [line.split("results/raw/", 1)[1] for line in plan.splitlines()
+                if line.strip().startswith("output: results/raw/")]
+    assert measured and all(path.split("/")[1] == framework for path in measured), measured
+
+
 def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
     # A PATH with every tool of the real one except the TeX programs.
     shadow = tmp_path / "bin"
@@ -210,7 +231,10 @@ def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
     [
         ({"grid": {"frameworks": {"torch": ["graph"]}}},
          "grid[0].frameworks.torch: mode 'graph'"),
-        ({"grid": {"frameworks": {"jax": ["eager"]}}}, "unknown framework 'jax'"),
+        ({"grid": {"frameworks": {"caffe": ["eager"]}}}, "unknown framework 'caffe'"),
+        # The tiny config runs in this Python, which has PyTorch and TensorFlow only.
+        ({"grid": {"frameworks": {"mxnet": ["eager"]}}},
+         "environments: current, but this Python"),
         ({"grid": {"models": ["resnet9000"]}}, "unknown model 'resnet9000'"),
         ({"grid": {"tasks": ["hessian"]}}, "grid[0].tasks: unknown task 'hessian'"),
         ({"grid": {"devices": ["gpu"]}}, "'gpu' is not one of"),

@@ -26,22 +26,25 @@ def test_panels_put_compiled_modes_first():
     iterations, _ = fake_iterations_and_cells()
     pairs = figures.panels(iterations)
     compiled = [figures.FRAMEWORKS[f].modes[m].compiled for f, m in pairs]
-    assert compiled == sorted(compiled, reverse=True) and len(pairs) == 4
+    n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
+    assert compiled == sorted(compiled, reverse=True) and len(pairs) == n_modes
 
 
-def test_writes_both_figures(tmp_path):
+def test_writes_every_figure(tmp_path):
     iterations, cells = fake_iterations_and_cells()
     summary = stats.across_seeds(stats.trial_stats(iterations))
     for name, frame in (("iterations", iterations), ("summary", summary), ("cells", cells)):
         frame.to_parquet(tmp_path / f"{name}.parquet")
     outs = [tmp_path / "fig" / f"first_iterations.{ext}" for ext in ("pdf", "png")]
     jacs = [tmp_path / "fig" / f"jacobians.{ext}" for ext in ("pdf", "png")]
+    fws = [tmp_path / "fig" / f"frameworks.{ext}" for ext in ("pdf", "png")]
     assert figures.main(["--iterations", str(tmp_path / "iterations.parquet"), "--first", "5",
                          *[a for o in outs for a in ("--out", str(o))],
                          "--summary", str(tmp_path / "summary.parquet"),
                          "--cells", str(tmp_path / "cells.parquet"),
-                         *[a for j in jacs for a in ("--jacobians-out", str(j))]]) == 0
-    for path in outs + jacs:
+                         *[a for j in jacs for a in ("--jacobians-out", str(j))],
+                         *[a for f in fws for a in ("--frameworks-out", str(f))]]) == 0
+    for path in outs + jacs + fws:
         assert path.stat().st_size > 1000
 
 
@@ -51,3 +54,20 @@ def test_jacobian_figure_without_jacobian_cells_says_so():
     backward = cells[cells["task"] == "backward"]
     fig = figures.plot_jacobians(summary[summary["task"] == "backward"], backward)
     assert "No output-Jacobian" in fig.axes[0].texts[0].get_text()
+
+
+def test_frameworks_figure_has_a_bar_per_mode_and_first_step_ticks():
+    iterations, cells = fake_iterations_and_cells()
+    summary = stats.across_seeds(stats.trial_stats(iterations))
+    fig = figures.plot_frameworks(summary, cells)
+    ax = fig.axes[0]  # mlp512: every mode measured on both seeds
+    n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
+    assert len(ax.patches) == n_modes and len(ax.get_yticklabels()) == n_modes
+    assert len(ax.lines) == n_modes  # one time-to-first-step tick per mode
+
+
+def test_frameworks_figure_without_cells_says_so():
+    iterations, cells = fake_iterations_and_cells()
+    summary = stats.across_seeds(stats.trial_stats(iterations))
+    fig = figures.plot_frameworks(summary, cells[cells["task"] == "jacobian_rows"])
+    assert "No cell" in fig.axes[0].texts[0].get_text()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 from adbench import spec
+
+from conftest import REPO
 
 GRID = {
     "frameworks": {"torch": ["eager", "script", "graph"], "tensorflow": ["graph"]},
@@ -42,12 +46,12 @@ def test_expand_grid_casts_threads_and_seeds_to_int():
 
 def test_invalid_pairs_name_the_key_and_the_bad_value():
     assert spec.invalid_pairs({"torch": ["eager", "script"], "tensorflow": ["eager"]}) == []
-    problems = spec.invalid_pairs({"torch": ["eager", "graph"], "jax": ["jit"]})
+    problems = spec.invalid_pairs({"torch": ["eager", "graph"], "caffe": ["jit"]})
     assert len(problems) == 2
     mode_msg, framework_msg = problems
     assert "grid.frameworks.torch" in mode_msg and "'graph'" in mode_msg
     assert "eager" in mode_msg and "script" in mode_msg  # the valid choices
-    assert "grid.frameworks" in framework_msg and "'jax'" in framework_msg
+    assert "grid.frameworks" in framework_msg and "'caffe'" in framework_msg
 
 
 # ------------------------------------------------------------------ paths
@@ -216,3 +220,18 @@ def test_make_batches_are_the_epochs_slices_in_order():
         assert np.array_equal(np.concatenate([b[key] for b in batches]), data[key])
     short = spec.Workload(model="mlp512", seed=1, warmup=2, iterations=3)
     assert len(spec.make_batches(short)) == 5
+
+
+def test_every_model_and_task_is_in_a_table_of_every_framework():
+    """Tables of the study's frameworks aside, every cell of any framework has a table."""
+    covered = {(m, t) for table in spec.TABLES if table.frameworks is None
+               for m in table.models for t in table.tasks}
+    assert covered == set(itertools.product(spec.MODELS, spec.TASKS))
+    assert all(t.layout == "rows" for t in spec.TABLES if t.frameworks is None)
+
+
+def test_every_framework_has_its_pins_and_its_backend_module():
+    for name, info in spec.FRAMEWORKS.items():
+        assert (REPO / "envs" / f"{info.env}.yaml").exists(), name
+        assert (REPO / "workflow/scripts/adbench/backends" / f"{info.backend}.py").exists(), name
+        assert info.modes and all(m.label and m.description for m in info.modes.values())

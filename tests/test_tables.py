@@ -26,6 +26,8 @@ MEASURED = [
     (("ctc",), ("backward",)),
 ]
 MISSING_TABLE = "table5_dense"
+# A mode whose loops keep more cores busy than their threads (CPU-s per s, per thread).
+OVER_THREADS = {("jax", "eager"): 1.8}
 # Seconds of one eager step; compiled modes take half, tasks scale it, seed 1 takes 10% more.
 BASE_S = {"mlp512": 1e-3, "mlp354x2": 2e-3, "mlp294x3": 3e-3, "fcn": 4e-4, "resnet50": 0.5,
           "ctc": 2e-4}
@@ -84,12 +86,20 @@ def fake_iterations_and_cells(threads: tuple[int, ...] = (1,)):
         f, m, model, task, seed = (cell[k] for k in ("framework", "mode", "model", "task",
                                                      "seed"))
         status, message = NOT_OK.get((f, m, model, task, seed), ("ok", ""))
+        # Modes that compile ahead of time (here: every compiled one) report it.
+        compile_s = 0.25 if FRAMEWORKS[f].modes[m].compiled else 0.0
         cells.append({**cell, "status": status, "message": message,
-                      "choices": cell_choices(f, m, task)})
+                      "choices": cell_choices(f, m, task),
+                      "phase_compile_s": compile_s if status == "ok" else NAN,
+                      "cpu_utilisation": (OVER_THREADS.get((f, m), 0.98) * cell["threads"]
+                                          if status == "ok" else NAN)})
         if status == "ok":
             step = step_seconds(f, m, model, task, seed) / cell["threads"]
             iterations += iteration_rows(cell, step)
-    return pd.DataFrame(iterations), pd.DataFrame(cells)
+    iterations = pd.DataFrame(iterations)
+    cells = stats.with_time_to_first_step(pd.DataFrame(cells),
+                                          stats.first_iteration_stats(iterations))
+    return iterations, cells
 
 
 def fake_aggregate() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -133,10 +143,13 @@ def test_rows_are_the_tables_models_and_tasks_in_spec_order(tidy):
         assert set(t["quantity"]) <= {table.quantity} and set(t["unit"]) <= {table.unit}
         if table.compiled is not None:
             assert set(t["compiled"]) <= {table.compiled}
+        if table.frameworks is not None:
+            assert set(t["framework"]) <= set(table.frameworks)
         model_order = [list(MODELS).index(m) for m in t["model"]]
         assert model_order == sorted(model_order)
     eager = tidy["table1_eager"]
-    expected = [(m, f, "eager") for m in ("mlp512", "mlp354x2", "mlp294x3") for f in FRAMEWORKS]
+    expected = [(m, f, "eager") for m in ("mlp512", "mlp354x2", "mlp294x3") for f in FRAMEWORKS
+                if f in BY_NAME["table1_eager"].frameworks and "eager" in FRAMEWORKS[f].modes]
     assert list(zip(eager["model"], eager["framework"], eager["mode"])) == expected
     # fcn has all four tasks measured, but table3 shows only its two Jacobian tasks.
     assert list(dict.fromkeys(tidy["table3_jacobian"]["task"])) == list(
@@ -145,7 +158,7 @@ def test_rows_are_the_tables_models_and_tasks_in_spec_order(tidy):
 
 def test_modes_that_do_not_record_the_quantity_are_absent(aggregate):
     summary, cells = aggregate
-    every_mode = dataclasses.replace(BY_NAME["table1_eager"], compiled=None)
+    every_mode = dataclasses.replace(BY_NAME["table1_eager"], compiled=None, frameworks=None)
     t = tables.tidy_table(every_mode, summary, cells)
     pairs = set(zip(t["framework"], t["mode"]))
     for framework, info in FRAMEWORKS.items():
@@ -174,8 +187,8 @@ def test_failed_partial_and_unsupported_cells_get_status_and_note(tidy):
     ok = eager.loc[("torch", "mlp512")]
     assert (ok["status"], ok["note"], ok["n_seeds"]) == ("ok", "", 2)
 
-    compiled = tidy["table2_compiled"].set_index(["framework", "model"])
-    partial = compiled.loc[("torch", "mlp512")]
+    compiled = tidy["table2_compiled"].set_index(["framework", "mode", "model"])
+    partial = compiled.loc[("torch", "script", "mlp512")]
     assert partial["status"] == "partial" and partial["n_seeds"] == 1
     assert "1 of 2 seeds" in partial["note"] and "unsupported: no GPU" in partial["note"]
     assert math.isnan(partial["mean_sd"]) and not math.isnan(partial["mean"])
@@ -189,11 +202,12 @@ def test_improvements_only_where_the_table_asks(tidy):
     for table in TABLES:
         if not table.improvement:
             assert tidy[table.name]["improvement"].isna().all()
-    compiled = tidy["table2_compiled"].set_index(["framework", "model"])
+    compiled = tidy["table2_compiled"].set_index(["framework", "mode", "model"])
     # Eager step / compiled step: 2x, as both seeds of both modes scale alike.
-    assert compiled.loc[("tensorflow", "mlp512"), "improvement"] == pytest.approx(2.0)
-    assert compiled.loc[("tensorflow", "mlp512"), "improvement_study_style"] == pytest.approx(1.5)
-    assert math.isnan(compiled.loc[("tensorflow", "mlp354x2"), "improvement"])  # eager failed
+    tf_graph = ("tensorflow", "graph")
+    assert compiled.loc[(*tf_graph, "mlp512"), "improvement"] == pytest.approx(2.0)
+    assert compiled.loc[(*tf_graph, "mlp512"), "improvement_study_style"] == pytest.approx(1.5)
+    assert math.isnan(compiled.loc[(*tf_graph, "mlp354x2"), "improvement"])  # eager failed
 
 
 def test_two_task_tables_report_the_ratio_of_their_tasks(tidy):
@@ -223,7 +237,8 @@ def test_markdown_and_latex_name_every_model_task_and_mode(tidy):
             for model in set(t["model"]):
                 assert str(MODELS[model].n_parameters) in text
             for f, m in set(zip(t["framework"], t["mode"])):
-                assert FRAMEWORKS[f].label in text and FRAMEWORKS[f].modes[m].label in text
+                label = tables.column_label(f, m)
+                assert label in text or tables.latex(label) in text, label
         if len(set(t["task"])) > 1:
             assert all(TASKS[task].label in markdown for task in set(t["task"]))
         assert "±" not in latex and r"\begin{tabular}" in latex
@@ -258,3 +273,32 @@ def test_make_tables_writes_every_table_even_unmeasured_ones(aggregate, tmp_path
     empty = pd.read_csv(out / f"{MISSING_TABLE}.csv")
     assert empty.empty and list(empty.columns) == tables.TIDY_COLUMNS
     assert tables.EMPTY_NOTE in (out / f"{MISSING_TABLE}.md").read_text()
+
+
+def test_time_to_first_step_is_the_ahead_of_time_compile_plus_the_first_call(tidy):
+    table = next(t for t in TABLES if t.first_step)
+    rows = tidy[table.name].set_index(["framework", "mode", "model"])
+    for (framework, mode, model), r in rows[rows["status"] == "ok"].iterrows():
+        compiled = FRAMEWORKS[framework].modes[mode].compiled
+        # The fake first iteration is 20 steps; compiled modes add 0.25 s ahead of time.
+        first_s = [(0.25 if compiled else 0.0) + 20 * step_seconds(framework, mode, model,
+                                                                   "backward", seed)
+                   for seed in (0, 1)]
+        assert r["first_step"] == pytest.approx(sum(first_s) / 2 * 1e6), (framework, mode)
+    for table in TABLES:
+        if not table.first_step:
+            assert tidy[table.name]["first_step"].isna().all(), table.name
+
+
+def test_rows_layout_has_a_row_per_mode_and_a_column_group_per_task(tidy):
+    for table in (t for t in TABLES if t.layout == "rows"):
+        t = tidy[table.name]
+        if t.empty:
+            continue
+        wide = tables.wide_table(t, table)
+        labels = set(wide["framework (mode)"])
+        assert labels == {tables.column_label(f, m) for f, m in zip(t["framework"], t["mode"])}
+        assert len(wide) == len(t[["model", "framework", "mode"]].drop_duplicates())
+        for task in set(t["task"]):
+            assert f"{TASKS[task].label} mean" in wide.columns
+        assert any(c.endswith("first step") for c in wide.columns) == table.first_step

@@ -153,6 +153,24 @@ def environment_mode():
 ENV_MODE = environment_mode()
 
 
+def current_env_problems():
+    """environments: current runs every cell in this Python, which must have the frameworks
+    (each FRAMEWORKS key is its Python module's name)."""
+    if ENV_MODE != "current":
+        return []
+    import importlib.util
+
+    return [
+        f"environments: current, but this Python ({sys.executable}) cannot import {f!r} "
+        f"(grid.frameworks.{f}): use environments: venv, which builds envs/{f}.yaml"
+        for f in dict.fromkeys(c.framework for c in CELLS)
+        if importlib.util.find_spec(f) is None
+    ]
+
+
+stop_on(current_env_problems())
+
+
 def env_file(env):
     return str(ROOT / "envs" / f"{env}.yaml")
 
@@ -250,7 +268,7 @@ TABLE_FILES = [
 ]
 FIGURE_FILES = {
     f"{name}_{ext}": f"results/figures/{name}.{ext}"
-    for name in ("first_iterations", "jacobians")
+    for name in ("first_iterations", "jacobians", "frameworks")
     for ext in ("pdf", "png")
 }
 

@@ -1,5 +1,6 @@
 # The study's Figure 3 (the first iterations of every mode, compiled modes' outliers visible)
-# and the Jacobian timings of every model, task and mode.
+# the Jacobian timings of every model, task and mode, and every framework and mode's step
+# and time to first step.
 
 
 rule figures:
@@ -23,4 +24,5 @@ rule figures:
         "--first {params.first} --out {output.first_iterations_pdf} "
         "--out {output.first_iterations_png} --summary {input.summary} --cells {input.cells} "
         "--jacobians-out {output.jacobians_pdf} --jacobians-out {output.jacobians_png} "
+        "--frameworks-out {output.frameworks_pdf} --frameworks-out {output.frameworks_png} "
         "> {log} 2>&1"

@@ -12,6 +12,7 @@ rule paper:
         tables=TABLE_FILES,
         figure=FIGURE_FILES["first_iterations_pdf"],
         jacobians=FIGURE_FILES["jacobians_pdf"],
+        frameworks=FIGURE_FILES["frameworks_pdf"],
         cells="results/aggregate/cells.parquet",
         gradients="results/checks/gradients.csv",
         environment="results/aggregate/environment.json",
@@ -27,6 +28,7 @@ rule paper:
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
         "--published report/published --tables results/tables --figure {input.figure} "
-        "--jacobians-figure {input.jacobians} --cells {input.cells} "
+        "--jacobians-figure {input.jacobians} --frameworks-figure {input.frameworks} "
+        "--cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "
         "--first-iterations {input.first} --out {output} > {log} 2>&1"

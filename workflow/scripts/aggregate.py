@@ -40,6 +40,8 @@ def cell_record(path: str) -> dict:
         "warmup": info.get("workload", {}).get("warmup"),
         "iterations": info.get("workload", {}).get("iterations"),
         "device_name": info.get("device_name"),
+        # CPU-seconds per second of the timed loop: the cores the cell really kept busy.
+        "cpu_utilisation": info.get("cpu_utilisation"),
         "cpu_model": info.get("cpu_model"),
         "cpu_count": info.get("cpu_count"),
         "hostname": info.get("hostname"),
@@ -110,6 +112,7 @@ def main(argv=None) -> int:
     trials = stats.trial_stats(iterations)
     summary = stats.across_seeds(trials)
     first = stats.first_iteration_stats(iterations)
+    cells = stats.with_time_to_first_step(cells, first)
 
     iterations.to_parquet(out("iterations.parquet"), index=False)
     cells.to_parquet(out("cells.parquet"), index=False)

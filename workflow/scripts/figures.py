@@ -14,6 +14,10 @@ the grid; everything present when no table matches.
 
 Jacobians: one panel per model with output-Jacobian cells, log-scale bars of the mean step time
 per task and (framework, mode), n/a where a cell did not complete.
+
+Frameworks: for the first table of spec.TABLES with a time-to-first-step column (every
+framework and mode on the MLPs and the RNN cell), one panel per model: a bar per
+(framework, mode) of its mean step and a marker at its time to first step, log scale.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from matplotlib.patches import Patch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import tables  # noqa: E402
-from adbench.spec import FRAMEWORKS, MODELS, TASKS  # noqa: E402
+from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- selection rules
@@ -76,7 +80,8 @@ def plot(iterations: pd.DataFrame, first: int):
     several_tasks = data["task"].nunique() > 1
     colours = {line: f"C{i}" for i, line in enumerate(lines_of(data))}  # same in every panel
     pairs = panels(data)
-    columns = min(2, len(pairs))  # 2 x 2 for four modes: legible at a page's width
+    # 2 x 2 for four modes: legible at a page's width; wider grids for many frameworks.
+    columns = min(len(pairs), 2 if len(pairs) <= 4 else 3 if len(pairs) <= 9 else 4)
     n_rows = -(-len(pairs) // columns)
     fig, axes = plt.subplots(n_rows, columns, figsize=(3.4 * columns, 2.6 * n_rows + 0.4),
                              sharey=True, squeeze=False)
@@ -181,6 +186,74 @@ def jacobian_panel(ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pa
     ax.set_ylabel("step (s)", fontsize=8)
 
 
+# ----------------------------------------------------------------------------- frameworks
+def frameworks_table():
+    return next((t for t in TABLES if t.first_step), None)
+
+
+def frameworks_data(summary: pd.DataFrame, cells: pd.DataFrame):
+    """Mean steps and times to first step of the table's cells (first condition)."""
+    table = frameworks_table()
+    mine = cells[cells["model"].isin(table.models) & cells["task"].isin(table.tasks)]
+    if mine.empty:
+        return mine, mine, None
+    device, threads = first_condition(mine)
+    mine = mine[(mine["device"] == device) & (mine["threads"] == threads)]
+    steps = summary[(summary["quantity"] == table.quantity) & summary["model"].isin(table.models)
+                    & summary["task"].isin(table.tasks) & (summary["device"] == device)
+                    & (summary["threads"] == threads)]
+    return steps, mine, (device, threads)
+
+
+def plot_frameworks(summary: pd.DataFrame, cells: pd.DataFrame):
+    steps, mine, condition = frameworks_data(summary, cells)
+    models = [m for m in frameworks_table().models if m in set(mine["model"])]
+    if not models:
+        fig, ax = plt.subplots(figsize=(5, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "No cell of the frameworks table was measured in this run.",
+                ha="center", va="center")
+        return fig
+    pairs = pairs_present(mine)
+    columns = min(2, len(models))
+    n_rows = -(-len(models) // columns)
+    fig, axes = plt.subplots(n_rows, columns, sharey=True, squeeze=False,
+                             figsize=(3.6 * columns, (0.22 * len(pairs) + 0.9) * n_rows + 0.5))
+    for ax in axes.flat[len(models):]:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models):
+        frameworks_panel(ax, model, steps, mine, pairs)
+    axes.flat[0].legend(fontsize=7, loc="lower right")
+    device, threads = condition
+    fig.suptitle(f"Every framework and mode: step and time to first step, {device}, "
+                 f"{threads} thread(s)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def frameworks_panel(ax, model: str, steps, mine, pairs) -> None:
+    ok = mine[(mine["model"] == model) & (mine["status"] == "ok")]
+    for y, (framework, mode) in enumerate(pairs):
+        found = steps[(steps["model"] == model) & (steps["framework"] == framework)
+                      & (steps["mode"] == mode)]
+        first = ok[(ok["framework"] == framework) & (ok["mode"] == mode)]
+        colour = f"C{list(FRAMEWORKS).index(framework) % 10}"
+        if found.empty:  # in the grid but not completed, or not in the grid
+            ax.text(0.01, y, "n/a", va="center", fontsize=6, transform=ax.get_yaxis_transform())
+            continue
+        ax.barh(y, found["mean_s"].iloc[0] * 1e3, color=colour, height=0.7,
+                label="mean step" if y == 0 else None)
+        if "time_to_first_step_s" in first and first["time_to_first_step_s"].notna().any():
+            ax.plot(first["time_to_first_step_s"].mean() * 1e3, y, marker="|", ms=9,
+                    color="k", label="first step" if y == 0 else None)
+    ax.set_yticks(range(len(pairs)))
+    ax.set_yticklabels([tables.column_label(f, m) for f, m in pairs], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("ms", fontsize=8)
+    ax.set_title(MODELS[model].label, fontsize=9)
+
+
 # ----------------------------------------------------------------------------- CLI
 def save(fig, paths: list[str]) -> None:
     for path in paths:
@@ -198,13 +271,20 @@ def main(argv=None) -> int:
     p.add_argument("--cells", help="cells.parquet: marks Jacobian cells that did not complete")
     p.add_argument("--jacobians-out", action="append", default=[],
                    help="the Jacobian figure; repeat for each format")
+    p.add_argument("--frameworks-out", action="append", default=[],
+                   help="the every-framework figure; repeat for each format")
     args = p.parse_args(argv)
-    if args.jacobians_out and not args.summary:
-        p.error("--jacobians-out needs --summary")
+    if (args.jacobians_out or args.frameworks_out) and not args.summary:
+        p.error("--jacobians-out and --frameworks-out need --summary")
+    if args.frameworks_out and not args.cells:
+        p.error("--frameworks-out needs --cells (times to first step)")
     save(plot(pd.read_parquet(args.iterations), args.first), args.out)
     if args.jacobians_out:
         cells = pd.read_parquet(args.cells) if args.cells else None
         save(plot_jacobians(pd.read_parquet(args.summary), cells), args.jacobians_out)
+    if args.frameworks_out:
+        save(plot_frameworks(pd.read_parquet(args.summary), pd.read_parquet(args.cells)),
+             args.frameworks_out)
     return 0
 
 

@@ -336,6 +336,8 @@ def table_context(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame)
                   if table.published else "")
         return {**base, "not_measured": latex(f"Not measured in this run: the config's grid "
                                               f"has no cell of this table{source}.")}
+    if table.layout == "rows":
+        return rows_table_context(table, ours, base)
     notes = Notes()
     columns = paper_columns(table, ours, published)
     tasks = [t for t in table.tasks if t in set(ours["task"])]
@@ -350,17 +352,100 @@ def table_context(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame)
                   for m in models]
         blocks.append({"heading": latex(heading), "groups": groups})
     n_seeds = ", ".join(str(n) for n in sorted({int(n) for n in ours["n_seeds"].dropna()}))
-    n_stat_columns = len(columns) * len(heads)
-    return {
-        **base, "blocks": blocks, "notes": notes.items,
-        "columns": [{"label": pair_label(*p)} for p in columns],
-        "n_stats": len(heads), "heads": heads, "n_cols": 1 + n_stat_columns,
-        "colspec": "c" * n_stat_columns,
-        "cmidrules": "".join(f"\\cmidrule(lr){{{2 + i * len(heads)}-{1 + (i + 1) * len(heads)}}}"
-                             for i in range(len(columns))),
-        "fontsize": font_size(n_stat_columns),
-        "caption": table_caption(table, published, n_seeds or "n/a"),
-    }
+    return {**base, "blocks": blocks, "notes": notes.items,
+            **header_context([(pair_label(*p), heads) for p in columns]),
+            "caption": table_caption(table, published, n_seeds or "n/a")}
+
+
+def header_context(groups: list[tuple[str, list[str]]]) -> dict:
+    """A two-line header: each group's label over its heads; column spec, rules, type size."""
+    n_stat_columns = sum(len(heads) for _, heads in groups)
+    rules, start = [], 2
+    for _, heads in groups:
+        rules.append(f"\\cmidrule(lr){{{start}-{start + len(heads) - 1}}}")
+        start += len(heads)
+    return {"columns": [{"label": label, "heads": heads, "n": len(heads)}
+                        for label, heads in groups],
+            "n_cols": 1 + n_stat_columns, "colspec": "c" * n_stat_columns,
+            "cmidrules": "".join(rules), "fontsize": font_size(n_stat_columns)}
+
+
+# ----------------------------------------------------------------------------- rows layout
+def rows_heads(table: TableInfo, task: str) -> list[str]:
+    """A task's columns in a rows-layout table."""
+    pair = tbl.ratio_tasks(table)
+    return (["mean"] + (["first step"] if table.first_step else [])
+            + (["step/step"] if table.improvement else [])
+            + ([f"/{TASKS[pair[0]].label}"] if pair and task == pair[1] else []))
+
+
+def rows_line(table: TableInfo, pair, found: dict, where: str, notes: Notes) -> dict:
+    """One (framework, mode) under a model: per task its mean, first step, improvement."""
+    compiled = FRAMEWORKS[pair[0]].modes[pair[1]].compiled
+    ratio_pair = tbl.ratio_tasks(table)
+    cells = []
+    for task, rows in found.items():
+        r = rows.iloc[0].to_dict() if len(rows) else {}
+        mine = [pm(r.get("mean"), r.get("mean_sd"))]
+        if table.first_step:
+            mine.append(pm(r.get("first_step"), r.get("first_step_sd")))
+        if table.improvement:
+            mine.append(ratio(r.get("improvement")) if compiled else "--")
+        if ratio_pair and task == ratio_pair[1]:
+            mine.append(ratio(r.get("task_ratio")))
+        if not r:
+            mine[0] += superscript(notes.mark(NOT_IN_GRID))
+        elif r["status"] != "ok":
+            note = "" if missing_text(r.get("note")) else str(r["note"])
+            text = (f"{pair_label(*pair)}, {latex(where)}, {latex(TASKS[task].label)}: "
+                    f"{latex(r['status'])} --- {latex(note)}")
+            mine[0] += superscript(notes.mark(text))
+        cells += mine
+    return {"label": pair_label(*pair), "cells": cells}
+
+
+def rows_table_context(table: TableInfo, ours: pd.DataFrame, base: dict) -> dict:
+    """A row per (framework, mode) measured for a model, a column group per task."""
+    notes = Notes()
+    tasks = [t for t in table.tasks if t in set(ours["task"])]
+    conditions = sorted(set(zip(ours["device"], ours["threads"])))
+    blocks = []
+    for device, threads in conditions:
+        rows = ours[(ours["device"] == device) & (ours["threads"] == threads)]
+        heading = block_heading(device, threads) if len(conditions) > 1 else ""
+        groups = []
+        for model in [m for m in table.models if m in set(rows["model"])]:
+            mine = rows[rows["model"] == model]
+            pairs = [p for p in tbl.table_modes(table)
+                     if p in set(zip(mine["framework"], mine["mode"]))]
+            where = MODELS[model].label + (f", {heading}" if heading else "")
+            lines = [rows_line(table, p, {t: mine[(mine["task"] == t)
+                                                  & (mine["framework"] == p[0])
+                                                  & (mine["mode"] == p[1])] for t in tasks},
+                               where, notes) for p in pairs]
+            groups.append({"heading": model_heading(model), "lines": lines})
+        blocks.append({"heading": latex(heading), "groups": groups})
+    n_seeds = ", ".join(str(n) for n in sorted({int(n) for n in ours["n_seeds"].dropna()}))
+    return {**base, "blocks": blocks, "notes": notes.items,
+            **header_context([(latex(TASKS[t].label), rows_heads(table, t)) for t in tasks]),
+            "caption": rows_caption(table, n_seeds or "n/a")}
+
+
+def rows_caption(table: TableInfo, n_seeds: str) -> str:
+    parts = [f"{latex(table.title)}: {QUANTITY_TEXT.get(table.quantity, latex(table.quantity))}"
+             f", in {unit_latex(table.unit)}, every framework and mode measured. Mean over "
+             f"seeds of each seed's mean $\\pm$ its sd over seeds; {n_seeds} seeds."]
+    if table.first_step:
+        parts.append("``first step'': time to the first step, the ahead-of-time compilation "
+                     "or tracing (if the mode has one) plus the first call, which pays any "
+                     "lazy compilation; mean $\\pm$ sd over seeds.")
+    if table.improvement:
+        parts.append("``step/step'': the framework's eager step over this mode's step.")
+    pair = tbl.ratio_tasks(table)
+    if pair:
+        parts.append(f"Last column: our {latex(TASKS[pair[1]].label)} mean over our "
+                     f"{latex(TASKS[pair[0]].label)} mean, same model and mode.")
+    return " ".join(parts)
 
 
 # ----------------------------------------------------------------------------- headline numbers
@@ -483,7 +568,6 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | 
         "verdict": verdict(len(within), len(conditions)),
         "hypothesis": {k: latex(v) for k, v in {**HYPOTHESIS_FIELDS, **hypothesis}.items()}
         if hypothesis else None,
-        "grid": ratio_grid(table, rows),
     }
 
 
@@ -498,21 +582,6 @@ def verdict(n_within: int, n: int) -> str:
     if n_within == 0:
         return "holds in none of the measured conditions"
     return f"holds in {n_within} of {n} measured conditions only"
-
-
-def ratio_grid(table: TableInfo, rows: pd.DataFrame) -> dict:
-    """A compact model x mode table of the ratios (first block)."""
-    rows = first_block(rows)
-    pairs = [p for p in tbl.table_modes(table) if p in set(zip(rows["framework"], rows["mode"]))]
-    models = [m for m in table.models if m in set(rows["model"])]
-    body = []
-    for model in models:
-        mine = rows[rows["model"] == model]
-        cells = [ratio(ratio_of(mine[(mine["framework"] == f) & (mine["mode"] == m)]))
-                 for f, m in pairs]
-        body.append({"label": latex(MODELS[model].label), "cells": cells})
-    return {"columns": [pair_label(*p) for p in pairs], "rows": body,
-            "block": first_block_heading(rows)}
 
 
 # ----------------------------------------------------------------------------- scaled-down models
@@ -622,17 +691,17 @@ def modes_context() -> list[dict]:
 
 
 def tasks_context() -> dict:
-    """The tasks, what each computes, and which quantities every mode records for it."""
-    pairs = [(f, m) for f, fw in FRAMEWORKS.items() for m in fw.modes]
+    """The tasks, what each computes, and which quantities every mode records for each (a
+    row per mode: any number of frameworks fits)."""
     rows = [{"label": latex(info.label), "description": latex(info.description),
-             "derivative": latex(info.derivative),
-             "quantities": [latex(", ".join(QUANTITY_SHORT.get(q, q)
-                                            for q in timed_quantities(f, m, task)))
-                            for f, m in pairs]}
-            for task, info in TASKS.items()]
-    return {"rows": rows, "frameworks": [latex(FRAMEWORKS[f].label) for f, _ in pairs],
-            "modes": [latex(FRAMEWORKS[f].modes[m].label) for f, m in pairs],
-            "colspec": "c" * len(pairs)}
+             "derivative": latex(info.derivative)} for info in TASKS.values()]
+    modes = [{"label": pair_label(f, m),
+              "quantities": [latex(", ".join(QUANTITY_SHORT.get(q, q)
+                                             for q in timed_quantities(f, m, task)))
+                             for task in TASKS]}
+             for f, fw in FRAMEWORKS.items() for m in fw.modes]
+    return {"rows": rows, "modes": modes, "labels": [latex(t.label) for t in TASKS.values()],
+            "colspec": "c" * len(TASKS)}
 
 
 def tables_overview(data: dict) -> list[dict]:
@@ -753,6 +822,30 @@ def first_iteration_summary(first: pd.DataFrame) -> list[dict]:
     return sorted(rows, key=lambda row: row["order"])
 
 
+# A loop that kept more cores busy than this over its thread count ignored the setting.
+CORES_OVER_THREADS = 0.5
+
+
+def threads_check(cells: pd.DataFrame | None) -> dict | None:
+    """Per (framework, mode, threads): the cores the timed loops kept busy (CPU-seconds per
+    second, measure.py), and the modes whose loops used more than their threads."""
+    if cells is None or "cpu_utilisation" not in cells:
+        return None
+    ok = cells[(cells["status"] == "ok") & cells["cpu_utilisation"].notna()]
+    rows, over = [], []
+    for f, fw in FRAMEWORKS.items():
+        for m in fw.modes:
+            mine = ok[(ok["framework"] == f) & (ok["mode"] == m)]
+            for threads, g in mine.groupby("threads"):
+                busy = g["cpu_utilisation"]
+                rows.append({"mode": pair_label(f, m), "threads": int(threads), "n": len(g),
+                             "median": f"{busy.median():.2f}", "max": f"{busy.max():.2f}"})
+                if busy.max() > threads + CORES_OVER_THREADS:
+                    over.append(f"{pair_label(f, m)} ({unit_threads(threads)}: up to "
+                                f"{busy.max():.2f} cores)")
+    return {"rows": rows, "over": over, "margin": f"{CORES_OVER_THREADS:g}"} if rows else None
+
+
 def figure_focus(first: pd.DataFrame) -> str:
     """The models and tasks the first-iterations figure draws (the same rule as figures.py)."""
     rows = tbl.focus_rows(first)
@@ -836,6 +929,7 @@ def build_context(args) -> dict:
         "scaled": [s for model, shape in claims.get("study_input_shape", {}).items()
                    if model in MODELS for s in scaled_down(model, shape, data, cells)],
         "choices": choices_context(cells),
+        "threads_check": threads_check(cells),
         "has_cells": cells is not None,
         "gradients": gradient_summary(read_csv(args.gradients), env.get("gradient_tolerance")),
         "first_iterations": first_iteration_summary(first),
@@ -844,6 +938,10 @@ def build_context(args) -> dict:
         "study": study_context(claims),
         "figure": Path(args.figure).name,
         "jacobians_figure": Path(args.jacobians_figure).name if args.jacobians_figure else None,
+        "frameworks_figure": (Path(args.frameworks_figure).name if args.frameworks_figure
+                              else None),
+        "frameworks_table": next((t.name for t in TABLES if t.first_step
+                                  and not data[t.name]["ours"].empty), None),
         "bibliography": Path(args.bib).stem,
     }
 
@@ -892,6 +990,7 @@ def parse_args(argv=None):
                    "of spec.TABLES (a missing one reads as not measured)")
     p.add_argument("--figure", required=True, help="first_iterations.pdf")
     p.add_argument("--jacobians-figure", help="jacobians.pdf (optional)")
+    p.add_argument("--frameworks-figure", help="frameworks.pdf (optional)")
     p.add_argument("--gradients", required=True, help="gradients.csv")
     p.add_argument("--environment", required=True, help="environment.json")
     p.add_argument("--first-iterations", required=True, help="first_iterations.csv")
@@ -918,7 +1017,7 @@ def main(argv=None) -> None:
     tex.write_text(make_environment(template.parent).get_template(template.name)
                    .render(**context))
     log(f"wrote {tex}")
-    for figure in filter(None, (args.figure, args.jacobians_figure)):
+    for figure in filter(None, (args.figure, args.jacobians_figure, args.frameworks_figure)):
         shutil.copyfile(figure, folder / Path(figure).name)
     shutil.copyfile(args.bib, folder / Path(args.bib).name)
     if args.tex_only:

@@ -42,6 +42,17 @@ def first_iteration_stats(iterations: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_time_to_first_step(cells: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
+    """cells + time_to_first_step_s: the ahead-of-time compile (trace, pytensor.function; 0
+    for modes that compile lazily) plus the first timed iteration, which pays any lazy
+    compilation (tf.function, jax.jit, torch.compile) and first-call costs."""
+    keys = list(CELL_FIELDS)
+    out = cells.merge(first[keys + ["first_step_s"]], on=keys, how="left")
+    compile_s = out["phase_compile_s"] if "phase_compile_s" in out else 0.0
+    out["time_to_first_step_s"] = pd.to_numeric(compile_s).fillna(0.0) + out["first_step_s"]
+    return out.drop(columns="first_step_s")
+
+
 def across_seeds(trials: pd.DataFrame) -> pd.DataFrame:
     """Per condition and quantity: the study's mean ± sd of trial means and trial stds."""
     grouped = trials.groupby(list(CONDITION_FIELDS) + ["quantity"], observed=True)

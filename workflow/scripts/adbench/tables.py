@@ -1,9 +1,11 @@
 """Every table of spec.TABLES from aggregated statistics: tidy CSV, Markdown and LaTeX.
 
-Nothing here lists frameworks, modes, models or tables: a table's rows are its models x tasks
-present in the data (in device/threads blocks when several), its columns every
-(framework, mode) of the spec that is present, keeps TableInfo.compiled and records the
-table's quantity.  Numbers are in the table's own unit (the study's), so they sit beside the
+Nothing here lists frameworks, modes, models or tables.  Layout "columns" (the study's):
+rows are a table's models x tasks present in the data (in device/threads blocks when
+several), columns every (framework, mode) of the spec that is present, is one of
+TableInfo.frameworks, keeps TableInfo.compiled and records the table's quantity.  Layout
+"rows": a row per (framework, mode) under each model, a column per task, so any number of
+frameworks fits.  Numbers are in the table's own unit (the study's), so they sit beside the
 study's published ones.
 
 Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
@@ -11,6 +13,8 @@ Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
     std, std_sd     mean over seeds of each seed's std, and its sd over seeds
     improvement     TableInfo.improvement only: eager step / compiled step (like for like)
     improvement_study_style   eager backward / compiled step (the study's Table 2 ratio)
+    first_step, first_step_sd TableInfo.first_step only: time to first step (ahead-of-time
+                    compile + first iteration), mean over seeds and its sd
     task_ratio      tables of exactly two tasks, on the second task's rows: its mean over the
                     same condition's mean on the first task (H0: loss_jacobian / backward)
     status, note    ok | partial | n/a, and why (a cell that is not ok is never dropped)
@@ -34,7 +38,8 @@ STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median")
 TIDY_COLUMNS = [
     "table", "model", "model_label", "n_parameters", "task", "task_label", "framework",
     "framework_label", "mode", "mode_label", "compiled", "quantity", "unit", "device",
-    "threads", "n_seeds", "n_iterations", *STATISTICS, "improvement",
+    "threads", "n_seeds", "n_iterations", *STATISTICS, "first_step", "first_step_sd",
+    "improvement",
     "improvement_study_style", "task_ratio", "status", "note",
 ]
 EMPTY_NOTE = "Not measured in this run: no cell of this table is in the config."
@@ -57,7 +62,8 @@ def column_label(framework: str, mode: str) -> str:
 def table_modes(table: TableInfo) -> list[tuple[str, str]]:
     """The (framework, mode) pairs a table may show, in spec order."""
     return [(f, m) for f, info in FRAMEWORKS.items() for m, mode in info.modes.items()
-            if table.compiled is None or mode.compiled == table.compiled]
+            if (table.compiled is None or mode.compiled == table.compiled)
+            and (table.frameworks is None or f in table.frameworks)]
 
 
 def eager_mode_of(framework: str) -> str | None:
@@ -150,6 +156,16 @@ def task_ratio_column(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame:
     return ratio[keys + ["task_ratio"]]
 
 
+def first_step_columns(mine: pd.DataFrame) -> pd.DataFrame:
+    """Time to first step per condition: mean and sd over the seeds that ran."""
+    keys = list(stats.CONDITION_FIELDS)
+    if "time_to_first_step_s" not in mine:  # cells aggregated before the column existed
+        return pd.DataFrame(columns=keys + ["first_step_s", "first_step_sd_s"])
+    ok = mine[mine["status"] == "ok"]
+    grouped = ok.groupby(keys, observed=True)["time_to_first_step_s"]
+    return grouped.agg(first_step_s="mean", first_step_sd_s="std").reset_index()
+
+
 def add_labels(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     tidy["table"] = table.name
     tidy["quantity"] = table.quantity
@@ -183,8 +199,11 @@ def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame) -> 
                    else pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"]))
     tidy = tidy.merge(improvement, on=keys, how="left")
     tidy = tidy.merge(task_ratio_column(table, summary), on=keys, how="left")
-    for name in STATISTICS:
-        tidy[name] = tidy[f"{name}_s"] * unit_scale(table.unit)
+    tidy = tidy.merge(first_step_columns(mine), on=keys, how="left")
+    for name in STATISTICS + ("first_step", "first_step_sd"):
+        tidy[name] = pd.to_numeric(tidy[f"{name}_s"], errors="coerce") * unit_scale(table.unit)
+    if not table.first_step:
+        tidy[["first_step", "first_step_sd"]] = math.nan
     tidy = add_labels(tidy, table)
     for name in ("improvement", "improvement_study_style", "task_ratio"):
         tidy[name] = pd.to_numeric(tidy[name], errors="coerce")
@@ -233,6 +252,34 @@ def row_key(r, index: list[str]) -> tuple:
 
 
 def wide_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataFrame:
+    return (rows_table if table.layout == "rows" else columns_table)(tidy, table, pm)
+
+
+def rows_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataFrame:
+    """Rows: model x (framework, mode) (in device/threads blocks when several); columns: the
+    tasks' means, then time to first step, improvement and task ratio where the table has them."""
+    index = [c for c in ("device", "threads") if tidy[c].nunique() > 1]
+    tasks = ratio_tasks(table)
+    rows: dict[tuple, dict] = {}
+    for _, r in tidy.iterrows():
+        key = (*(r[c] for c in index), r["model_label"], r["n_parameters"],
+               column_label(r["framework"], r["mode"]))
+        row = rows.setdefault(key, {})
+        row[f"{r['task_label']} mean"] = fmt_pm(r["mean"], r["mean_sd"], pm)
+        if table.first_step:
+            row[f"{r['task_label']} first step"] = fmt_pm(r["first_step"], r["first_step_sd"], pm)
+        if table.improvement:
+            row[f"{r['task_label']} step/step"] = (fmt_ratio(r["improvement"]) if r["compiled"]
+                                                   else "")
+        if tasks and r["task"] == tasks[1]:
+            row[f"{tasks[1]}/{tasks[0]}"] = fmt_ratio(r["task_ratio"])
+    wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
+    wide.index = pd.MultiIndex.from_tuples(
+        wide.index, names=index + ["model", "# parameters", "framework (mode)"])
+    return wide.reset_index()
+
+
+def columns_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataFrame:
     """Rows: model x task (in device/threads blocks when several); columns: mode x statistic."""
     index = [c for c in ("device", "threads") if tidy[c].nunique() > 1]
     tasks = ratio_tasks(table)
