@@ -235,3 +235,10 @@ def test_every_framework_has_its_pins_and_its_backend_module():
         assert (REPO / "envs" / f"{info.env}.yaml").exists(), name
         assert (REPO / "workflow/scripts/adbench/backends" / f"{info.backend}.py").exists(), name
         assert info.modes and all(m.label and m.description for m in info.modes.values())
+
+
+def test_readme_documents_every_framework_and_mode():
+    readme = (REPO / "README.md").read_text()
+    for name, info in spec.FRAMEWORKS.items():
+        for mode in info.modes:
+            assert f"| `{name}` ({info.label}) | `{mode}` |" in readme, (name, mode)
