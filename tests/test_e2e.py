@@ -232,8 +232,8 @@ def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
         ({"grid": {"frameworks": {"torch": ["graph"]}}},
          "grid[0].frameworks.torch: mode 'graph'"),
         ({"grid": {"frameworks": {"caffe": ["eager"]}}}, "unknown framework 'caffe'"),
-        # The tiny config runs in this Python, which has PyTorch and TensorFlow only.
-        ({"grid": {"frameworks": {"mxnet": ["eager"]}}},
+        # This Python has PyTorch and TensorFlow only.
+        ({"environments": "current", "grid": {"frameworks": {"mxnet": ["eager"]}}},
          "environments: current, but this Python"),
         ({"grid": {"models": ["resnet9000"]}}, "unknown model 'resnet9000'"),
         ({"grid": {"tasks": ["hessian"]}}, "grid[0].tasks: unknown task 'hessian'"),

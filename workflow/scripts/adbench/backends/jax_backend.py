@@ -1,0 +1,477 @@
+"""JAX backend: every model a plain jax.numpy / jax.lax function of a parameter dict; eager
+(op by op, no jit) and jit (the whole step in one jax.jit) modes; every task of the spec.
+
+No model library (flax, haiku, optax): the models are the pure functions JAX users write,
+`forward(params, x, aux) -> output`, with `params` a dict from the spec's parameter names to
+arrays in the spec's canonical layouts (x @ W dense weights, NCHW images, OIHW kernels: XLA
+chooses its own physical layouts), so no conversion is needed either way.  `aux` is the
+batch's second array: rnn_cell's previous hidden state, else the targets (ignored by the
+model).
+
+What "eager" means in JAX: no jax.jit anywhere, and every step runs under jax.disable_jit(),
+so the jax.numpy functions JAX implements with an internal jit (jnp.linalg.norm,
+jax.nn.log_softmax, ...) and the body of lax.scan also run primitive by primitive.  Each
+primitive is still executed by XLA: JAX compiles it once per shape and dtype and caches the
+executable in the process (JAX's own op-by-op dispatch), so the first iterations pay those
+small compilations.  jax.grad/jax.vjp/jax.jacrev trace the Python function at every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+from importlib import metadata
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from adbench import spec
+from adbench.backends import Prepared, UnsupportedCell
+from adbench.timing import split_timer, whole_timer
+
+MODES = ("eager", "jit")
+
+
+# ================================================================ environment
+def _pool_threads() -> int:
+    """Threads of XLA:CPU's intra-op (Eigen) pool alive in this process, by their names."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                if "XLAEigen" in f.read():
+                    count += 1
+        except OSError:  # a thread that ended while we looked
+            pass
+    return count
+
+
+def configure_threads(threads: int) -> dict:
+    """XLA's CPU client ignores OMP_NUM_THREADS: it sizes its client and intra-op (Eigen)
+    thread pools from PJRT_NPROC (else every core), read when the client is created; at one
+    thread, --xla_cpu_multi_thread_eigen=false also keeps Eigen's matmuls and convolutions
+    on the calling thread.  Both are set here, then the CPU client is created, so the
+    backend starts with them; the report counts the intra-op pool's live threads."""
+    os.environ["PJRT_NPROC"] = str(threads)
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+             if not f.startswith("--xla_cpu_multi_thread_eigen")]
+    flags.append(f"--xla_cpu_multi_thread_eigen={'false' if threads == 1 else 'true'}")
+    os.environ["XLA_FLAGS"] = " ".join(flags)
+    # JAX's persistent compilation cache (used when a directory is configured, e.g. by
+    # JAX_COMPILATION_CACHE_DIR) stays off, so no cell reads another's: every process
+    # compiles cold and nothing is written outside the process.
+    jax.config.update("jax_enable_compilation_cache", False)
+    jax.devices("cpu")  # creates the CPU client now, with these settings
+    return {"xla_cpu_intra_op_pool": _pool_threads()}
+
+
+def versions() -> dict[str, str]:
+    return {"jax": jax.__version__, "jaxlib": metadata.version("jaxlib"),
+            "numpy": np.__version__}
+
+
+def _gpus() -> list:
+    try:
+        return jax.devices("gpu")
+    except RuntimeError:  # no GPU backend in this jaxlib (the CPU wheel)
+        return []
+
+
+def device_name(device: str) -> str:
+    if device == "cuda" and _gpus():
+        return _gpus()[0].device_kind
+    return "cpu"
+
+
+def _device(device: str):
+    if device == "cuda":
+        if not _gpus():
+            raise UnsupportedCell("device cuda requested but JAX sees no GPU (this "
+                                  "environment installs the CPU jaxlib)")
+        return _gpus()[0]
+    return jax.devices("cpu")[0]
+
+
+# ================================================================ models
+Forward = Callable[[dict, jax.Array, jax.Array], jax.Array]
+
+
+def mlp(model: spec.ModelSpec) -> Forward:
+    layers = len(model.arch["sizes"]) - 1
+
+    def forward(params, x, aux):
+        for i in range(layers):
+            x = x @ params[f"fc{i}.weight"] + params[f"fc{i}.bias"]
+            if i < layers - 1:
+                x = jax.nn.relu(x)
+        return x
+
+    return forward
+
+
+def _conv(x, w, stride: int, pad: int):
+    return lax.conv_general_dilated(x, w, (stride, stride), ((pad, pad), (pad, pad)),
+                                    dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+
+def _channel(v):
+    """A per-channel vector broadcast over NCHW."""
+    return v[None, :, None, None]
+
+
+def cnn(model: spec.ModelSpec) -> Forward:
+    arch = model.arch
+
+    def forward(params, x, aux):
+        for i, stride in enumerate(arch["strides"]):
+            x = _conv(x, params[f"conv{i}.weight"], stride, arch["padding"])
+            x = jax.nn.relu(x + _channel(params[f"conv{i}.bias"]))
+        x = x.reshape(x.shape[0], -1)  # (C, H, W) order: the canonical dense rows
+        return x @ params["fc.weight"] + params["fc.bias"]
+
+    return forward
+
+
+def lstm(model: spec.ModelSpec) -> Forward:
+    hidden = model.arch["hidden"]
+
+    def forward(params, x, aux):
+        w_ih, w_hh, b = params["lstm.W_ih"], params["lstm.W_hh"], params["lstm.bias"]
+
+        def cell(carry, x_t):
+            h, c = carry
+            i, f, g, o = jnp.split(x_t @ w_ih + h @ w_hh + b, 4, axis=-1)  # gates i, f, g, o
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (h, c), None
+
+        zeros = jnp.zeros((x.shape[0], hidden), x.dtype)
+        (h, _), _ = lax.scan(cell, (zeros, zeros), jnp.swapaxes(x, 0, 1))  # time-major
+        return h @ params["fc.weight"] + params["fc.bias"]
+
+    return forward
+
+
+BN_EPSILON = 1e-5  # PyTorch's; inference mode with running mean 0 and variance 1
+
+
+def resnet(model: spec.ModelSpec) -> Forward:
+    stages = model.arch["stages"]
+
+    def conv_bn(params, x, conv_name, bn_name, stride, pad, relu):
+        x = _conv(x, params[f"{conv_name}.weight"], stride, pad)
+        scale = params[f"{bn_name}.gamma"] / math.sqrt(1.0 + BN_EPSILON)
+        x = x * _channel(scale) + _channel(params[f"{bn_name}.beta"])
+        return jax.nn.relu(x) if relu else x
+
+    def forward(params, x, aux):
+        x = conv_bn(params, x, "conv1", "bn1", 2, 3, relu=True)
+        x = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 3, 3), (1, 1, 2, 2),
+                              ((0, 0), (0, 0), (1, 1), (1, 1)))
+        for blk in spec.resnet_blocks(stages):
+            n, stride = blk["name"], blk["stride"]
+            y = conv_bn(params, x, f"{n}.conv1", f"{n}.bn1", 1, 0, relu=True)
+            y = conv_bn(params, y, f"{n}.conv2", f"{n}.bn2", stride, 1, relu=True)
+            y = conv_bn(params, y, f"{n}.conv3", f"{n}.bn3", 1, 0, relu=False)
+            if blk["project"]:
+                x = conv_bn(params, x, f"{n}.downsample", f"{n}.downsample_bn", stride, 0,
+                            relu=False)
+            x = jax.nn.relu(y + x)
+        x = jnp.mean(x, axis=(2, 3))
+        return x @ params["fc.weight"] + params["fc.bias"]
+
+    return forward
+
+
+def attention(model: spec.ModelSpec) -> Forward:
+    """Single-head self-attention as nn.MultiheadAttention computes it (scaled dot product,
+    softmax over keys, output projection)."""
+    scale = 1.0 / math.sqrt(model.arch["embed"])
+
+    def forward(params, x, aux):
+        q, k, v = (x @ params[f"attn.{n}.weight"] + params[f"attn.{n}.bias"]
+                   for n in ("q", "k", "v"))
+        weights = jax.nn.softmax(jnp.einsum("nle,nme->nlm", q * scale, k), axis=-1)
+        context = jnp.einsum("nlm,nme->nle", weights, v)
+        return context @ params["attn.o.weight"] + params["attn.o.bias"]
+
+    return forward
+
+
+def ctc(model: spec.ModelSpec) -> Forward:
+    def forward(params, x, aux):
+        return jax.nn.log_softmax(x @ params["fc.weight"] + params["fc.bias"], axis=-1)
+
+    return forward
+
+
+def rnn_cell(model: spec.ModelSpec) -> Forward:
+    def forward(params, x, aux):  # aux: the previous hidden state
+        return jnp.tanh(aux @ params["W_h"].T + x @ params["W_x"].T)
+
+    return forward
+
+
+FAMILIES = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "resnet": resnet, "attention": attention,
+            "ctc": ctc, "rnn_cell": rnn_cell}
+
+
+# ================================================================ losses
+def l2_loss(out, y):
+    return jnp.linalg.norm(y - out)  # 000 Fig. 1: the 2-norm of every entry
+
+
+def xent_loss(out, labels):
+    logp = jax.nn.log_softmax(out, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+
+def sum_loss(out, aux):
+    return jnp.sum(out)
+
+
+LOG_ZERO = -1e30  # log(0) of the CTC recursion: finite, so no inf - inf makes a NaN gradient
+
+
+def ctc_loss(log_probs, labels, blank: int = 0):
+    """CTC negative log-likelihood (Graves et al. 2006), summed over the batch, every
+    sequence and label full length: the forward (alpha) recursion in log space over the
+    label sequence with blanks interleaved, lax.scan over time."""
+    n, steps, _ = log_probs.shape
+    blanks = jnp.full_like(labels, blank)
+    ext = jnp.stack([blanks, labels], axis=-1).reshape(n, -1)  # blank, l1, blank, l2, ...
+    ext = jnp.concatenate([ext, blanks[:, :1]], axis=1)  # ... blank: 2L + 1 states
+    states = ext.shape[1]
+    emit = jnp.take_along_axis(log_probs, jnp.broadcast_to(ext[:, None, :],
+                                                           (n, steps, states)), axis=2)
+    # A label state may also be entered from two states back unless it repeats that label.
+    before = jnp.concatenate([jnp.full((n, 2), -1, ext.dtype), ext[:, :-2]], axis=1)
+    skip = (ext != blank) & (ext != before)
+    first = jnp.arange(states) < 2  # a path starts in the first blank or the first label
+
+    def shift(alpha, k):
+        return jnp.concatenate([jnp.full((n, k), LOG_ZERO, alpha.dtype), alpha[:, :-k]],
+                               axis=1)
+
+    def step(alpha, emit_t):
+        paths = jnp.stack([alpha, shift(alpha, 1),
+                           jnp.where(skip, shift(alpha, 2), LOG_ZERO)])
+        return jax.nn.logsumexp(paths, axis=0) + emit_t, None
+
+    alpha0 = jnp.where(first, emit[:, 0], LOG_ZERO)
+    alpha, _ = lax.scan(step, alpha0, jnp.swapaxes(emit, 0, 1)[1:])
+    # A path ends in the last label or the final blank.
+    return -jnp.sum(jax.nn.logsumexp(alpha[:, -2:], axis=1))
+
+
+LOSSES = {"l2": l2_loss, "xent": xent_loss, "sum": sum_loss, "ctc": ctc_loss}
+
+
+# ================================================================ tasks
+def _ready(tree):
+    """Wait for every array of a result (a pullback's residuals included)."""
+    return jax.block_until_ready(tree)
+
+
+def _no_sync() -> None:
+    """Results are waited for inside each timed call (_ready); nothing else is pending."""
+
+
+@dataclasses.dataclass
+class Task:
+    """One task: `forward(params, x, aux) -> state` and `derive(state)` for the split eager
+    timing; `step(params, x, aux)` the whole iteration (jitted in jit mode); `result(params,
+    x, aux) -> (loss, {name: array} or [jacobian])` for the derivative check."""
+
+    forward: Callable
+    derive: Callable
+    step: Callable
+    result: Callable
+    choices: dict[str, str]
+
+
+def backward_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
+    def loss_fn(params, x, aux):
+        return loss(forward(params, x, aux), aux)
+
+    def vjp_forward(params, x, aux):
+        return _ready(jax.vjp(lambda p: loss_fn(p, x, aux), params))
+
+    def vjp_backward(state):
+        value, pullback = state
+        return _ready(pullback(jnp.ones_like(value)))
+
+    step = jax.value_and_grad(loss_fn)
+    step = jax.jit(step) if jit else step
+
+    def result(params, x, aux):
+        value, grads = step(params, x, aux)
+        return float(value), grads
+
+    choice = ("jax.jit(jax.value_and_grad(loss)) of the parameter dict" if jit else
+              "forward: jax.vjp(loss, params) (runs the forward and linearises it); "
+              "backward: the returned pullback at cotangent 1.0 (jax.grad's two halves)")
+    return Task(vjp_forward, vjp_backward, lambda *a: _ready(step(*a)), result,
+                {"backward": choice})
+
+
+def loss_jacobian_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
+    def loss_fn(params, x, aux):
+        return loss(forward(params, x, aux), aux)
+
+    step = jax.jacrev(loss_fn)  # w.r.t. the parameter dict: one row, the scalar loss
+    step = jax.jit(step) if jit else step
+
+    def result(params, x, aux):
+        return float(loss_fn(params, x, aux)), step(params, x, aux)
+
+    return Task(None, None, lambda *a: _ready(step(*a)), result,
+                {"jacobian": "jax.jacrev(loss) w.r.t. the parameter dict (vmap of the "
+                             "pullback over the one-row basis)"
+                             + (", inside the jax.jit" if jit else "")})
+
+
+def _outputs(forward: Forward, rows: int) -> Callable:
+    """The first `rows` entries of one example's flattened output (canonical order)."""
+    return lambda params, x, aux: forward(params, x, aux).reshape(-1)[:rows]
+
+
+def jacobian_rows_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
+    outputs = _outputs(forward, len(one_hot))
+
+    def vjp_forward(params, x, aux):
+        return _ready(jax.vjp(lambda xx: outputs(params, xx, aux), x))
+
+    def rows_of(pullback, cotangents):
+        return jnp.stack([pullback(e)[0] for e in cotangents])  # (rows, 1, *input)
+
+    def vjp_backward(state):
+        _, pullback = state
+        return _ready(rows_of(pullback, one_hot))
+
+    def whole(params, x, aux, cotangents):
+        _, pullback = jax.vjp(lambda xx: outputs(params, xx, aux), x)
+        return rows_of(pullback, cotangents)
+
+    whole = jax.jit(whole) if jit else whole
+    return Task(vjp_forward, vjp_backward, lambda *a: _ready(whole(*a, one_hot)),
+                lambda *a: (float("nan"), whole(*a, one_hot)), {
+        "jacobian": "one pullback from jax.vjp, called with each one-hot cotangent in a "
+                    "Python loop, rows stacked" + (" (unrolled at trace time into one XLA "
+                                                   "program)" if jit else "")})
+
+
+def jacobian_vectorized_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
+    outputs = _outputs(forward, len(one_hot))
+
+    def jacobian(params, x, aux):
+        return jax.jacrev(lambda xx: outputs(params, xx, aux))(x)  # (rows, 1, *input)
+
+    step = jax.jit(jacobian) if jit else jacobian
+    return Task(None, None, lambda *a: _ready(step(*a)),
+                lambda *a: (float("nan"), step(*a)),
+                {"jacobian": "jax.jacrev w.r.t. the input (vmap of the pullback over the "
+                             "one-hot basis)" + (", inside the jax.jit" if jit else "")})
+
+
+TASK_BUILDERS = {"backward": backward_task, "loss_jacobian": loss_jacobian_task,
+                 "jacobian_rows": jacobian_rows_task,
+                 "jacobian_vectorized": jacobian_vectorized_task}
+
+
+# ================================================================ prepare
+MODE_CHOICES = {
+    "eager": {"execution": "no jax.jit; every call under jax.disable_jit(), so jnp "
+                           "functions JAX writes with an internal jit and lax.scan bodies "
+                           "also run primitive by primitive; XLA still compiles each "
+                           "primitive once per shape and dtype (JAX's op-by-op dispatch, "
+                           "cached in the process), paid in the first iterations"},
+    "jit": {"execution": "jax.jit of the whole step (forward and derivative), traced and "
+                         "compiled by XLA at its first call, the first timed iteration "
+                         "(compile_s 0); a shorter last batch of an epoch compiles once "
+                         "more"},
+}
+
+
+def _device_batch(batch: dict[str, np.ndarray], dev, dtype) -> tuple:
+    """(x, aux) on the device; labels int32 (JAX's default integer width)."""
+    def put(array):
+        array = array.astype(np.int32 if array.dtype.kind in "iu" else dtype)
+        return jax.device_put(array, dev)
+
+    aux = batch["h0"] if "h0" in batch else batch["y"]
+    return put(batch["x"]), put(aux)
+
+
+def prepare(workload: spec.Workload, mode: str, device: str,
+            dtype: str = "float32") -> Prepared:
+    if mode not in MODES:
+        raise UnsupportedCell(f"jax has no mode {mode!r}")
+    model_spec = workload.spec
+    if model_spec.family not in FAMILIES:
+        raise UnsupportedCell(f"jax backend has no model family {model_spec.family!r}")
+    if workload.task not in TASK_BUILDERS:
+        raise UnsupportedCell(f"jax backend has no task {workload.task!r}")
+    if dtype == "float64":  # process-wide; the harness never asks for it
+        jax.config.update("jax_enable_x64", True)
+    dev = _device(device)
+    params = {p.name: jax.device_put(a.astype(dtype), dev)
+              for p, a in zip(model_spec.params, spec.make_params(workload), strict=True)}
+    batches = [_device_batch(b, dev, dtype) for b in spec.make_batches(workload)]
+    rows = min(workload.jacobian_rows, model_spec.n_outputs)
+    # The one-hot cotangents of jacobian_rows, on the device once, outside the clock.
+    one_hot = [jax.device_put(e, dev) for e in np.eye(rows, dtype=dtype)]
+    _ready((params, batches, one_hot))
+    jit = mode == "jit"
+    task = TASK_BUILDERS[workload.task](FAMILIES[model_spec.family](model_spec),
+                                        LOSSES[model_spec.loss], one_hot, jit)
+    context = contextlib.nullcontext if jit else jax.disable_jit
+    split = "forward_s" in spec.timed_quantities("jax", mode, workload.task)
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+
+    def run(i, clock):
+        x, aux = batch(i)
+        with context():
+            if split:
+                return split_timer(lambda: task.forward(params, x, aux), task.derive,
+                                   _no_sync, clock)
+            return whole_timer(lambda: task.step(params, x, aux), _no_sync, clock)
+
+    def derivatives(i):
+        with context():
+            loss, arrays = task.result(params, *batch(i))
+        if spec.TASKS[workload.task].derivative == "jacobian":
+            shape = model_spec.jacobian_shape(rows)
+            return float("nan"), [np.asarray(arrays, dtype=dtype).reshape(shape)]
+        return loss, [np.asarray(arrays[p.name], dtype=dtype) for p in model_spec.params]
+
+    family_choices = {
+        "lstm": {"lstm": "lax.scan of the cell over the 28 steps (a Python loop under "
+                         "disable_jit)"},
+        "ctc": {"ctc": "CTC loss written in jax.numpy (no optax): the alpha recursion in "
+                       "log space with jax.nn.logsumexp, lax.scan over time, log 0 as "
+                       f"{LOG_ZERO:g}"},
+        "resnet": {"resnet": "lax.conv_general_dilated (NCHW, OIHW), batch norm with "
+                             "running mean 0 / variance 1 folded into a scale, "
+                             "lax.reduce_window max pool"},
+        "attention": {"attention": "jnp.einsum scaled dot product, jax.nn.softmax"},
+        "cnn": {"cnn": "lax.conv_general_dilated (NCHW, OIHW)"},
+    }
+    choices = {
+        "model": "plain jax.numpy / jax.lax functions of a parameter dict (no flax/optax), "
+                 "canonical layouts, no conversion",
+        **MODE_CHOICES[mode], **task.choices, **family_choices.get(model_spec.family, {}),
+        "sync": "jax.block_until_ready on every result inside the clock (a vjp's pullback "
+                "with its residuals included)",
+        "compile_cache": "cold: no persistent compilation cache "
+                         "(jax_enable_compilation_cache=False), in-process caches only",
+        "threads": f"PJRT_NPROC={os.environ.get('PJRT_NPROC', 'unset')}, XLA_FLAGS="
+                   f"{os.environ.get('XLA_FLAGS', '')!r}",
+        "dtype": dtype,
+    }
+    return Prepared(run=run, derivatives=derivatives, choices=choices)
