@@ -38,10 +38,17 @@ def test_torch_is_pinned():
 
 
 @pytest.mark.parametrize("package", ["numpy", "pyarrow"])
-def test_shared_packages_have_the_same_pin_in_every_env(package):
-    versions = {p.name: pins(p)[package] for p in ENV_FILES if package in pins(p)}
+def test_shared_packages_have_one_pin_unless_the_env_says_why(package):
+    """The old frameworks (MXNet, Theano, Chainer) need an older numpy, and a pyarrow built
+    for it: such an env must say so in its comments; all others share the analysis pin."""
+    versions = {p: pins(p)[package] for p in ENV_FILES if package in pins(p)}
     assert len(versions) >= 2, versions  # the check compares something
-    assert len(set(versions.values())) == 1, versions
+    common = pins(ROOT / "envs" / "analysis.yaml")[package]
+    for path, version in versions.items():
+        if version != common:
+            comments = " ".join(line for line in path.read_text().splitlines()
+                                if line.lstrip().startswith("#"))
+            assert package in comments, f"{path.name}: {package}=={version}, no reason given"
 
 
 def test_print_requirements(capsys):

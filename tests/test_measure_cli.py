@@ -51,7 +51,9 @@ def test_torch_eager_cell_writes_rows_and_provenance(repo, tmp_path):
     assert info["versions"]["torch"].startswith("2.")
     assert info["cpu_model"] and info["device_name"] == "cpu"
     assert "git_commit" in info and "git_dirty" in info
-    assert set(info["phases"]) == {"import_s", "prepare_s", "timed_loop_s", "gradients_s"}
+    assert set(info["phases"]) == {"import_s", "prepare_s", "compile_s", "timed_loop_s",
+                                   "gradients_s"}
+    assert 0 < info["cpu_utilisation"] < 1.5  # one thread asked for
     assert info["env"]["OMP_NUM_THREADS"] == str(THREADS) == str(info["threads"])
     assert info["timed_quantities"] == ["forward_s", "backward_s", "step_s"]
     assert info["cell"] == dataclasses.asdict(cell)
