@@ -1,6 +1,6 @@
 """The TensorFlow backend's specifics (tests/test_backends.py checks every model, task and
 mode of every backend against the float64 reference): a float64 build, variables, retracing
-over an epoch, thread settings, the cell oneDNN aborts.
+over an epoch, thread settings (XLA's included), the cell oneDNN aborts.
 
 Tolerance: the largest relative L2 error over the arrays (adbench.reference.relative_error,
 as the pipeline's derivative check), float32 cells vs the float64 reference.  Measured on
@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf  # noqa: F401  (installed in the test Python: missing is a failure)
 
-from adbench import reference, spec  # noqa: E402
-from adbench.backends import UnsupportedCell  # noqa: E402
-from adbench.backends import tensorflow_backend as tb  # noqa: E402
+from adbench import reference, spec
+from adbench.backends import UnsupportedCell
+from adbench.backends import tensorflow_backend as tb
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 MODES = tuple(spec.FRAMEWORKS["tensorflow"].modes)
@@ -120,7 +120,8 @@ def test_run_returns_exactly_the_timed_quantities(task, mode):
         assert all(v > 0 for v in sample.values())
         if "forward_s" in sample:
             assert sample["step_s"] == pytest.approx(sample["forward_s"] + sample["backward_s"])
-    assert (mode == "graph") == ("tf_function" in prepared.choices)
+    assert (mode in ("graph", "xla")) == ("tf_function" in prepared.choices)
+    assert (mode == "xla") == ("xla_threads" in prepared.choices)
     assert all(isinstance(v, str) and v for v in prepared.choices.values())
 
 
@@ -174,8 +175,35 @@ def test_configure_threads_reports_what_tensorflow_uses(fresh_process):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_the_cell_refused_under_onednn_runs_without_it(fresh_process, mode):
-    """attention/jacobian_vectorized, refused where oneDNN would abort the process, is
-    correct where TensorFlow runs without oneDNN."""
+    """attention/jacobian_vectorized, refused where oneDNN would abort the process (eager,
+    graph), is correct where TensorFlow runs without oneDNN (and in XLA, which runs with
+    it too)."""
     _, jacobians = fresh_process
     _, refs = cached_reference("attention", "jacobian")
     assert reference.relative_error([jacobians[mode]], refs) < TOLERANCE
+
+
+def test_xla_runs_on_the_configured_threads(tmp_path):
+    """XLA's compiled step runs on TensorFlow's intra-op pool: at 1 thread, a matmul-heavy
+    XLA loop keeps at most one core busy (CPU-seconds per wall-second, as measure.py checks
+    a cell; other load on the machine can only lower it).  The compile (first call) is left
+    out: XLA's LLVM codegen pool is sized by the cores, whatever the threads."""
+    workload = spec.Workload("mlp512", seed=0, task="backward", warmup=0, iterations=2)
+    code = ("import json, os, time; from adbench import spec, provenance; "
+            "provenance.pin_threads_env(1); "
+            "from adbench.backends import tensorflow_backend as tb; "
+            "threads = tb.configure_threads(1); "
+            f"p = tb.prepare(spec.Workload(**{dataclasses.asdict(workload)!r}), 'xla', 'cpu'); "
+            "first = p.run(0, time.perf_counter)['step_s']; "
+            "t, cpu = time.perf_counter(), provenance.cpu_seconds(); "
+            "steps = [p.run(i, time.perf_counter)['step_s'] for i in range(1, 200)]; "
+            "busy = (provenance.cpu_seconds() - cpu) / (time.perf_counter() - t); "
+            f"open('{tmp_path}/out.json', 'w').write(json.dumps(dict(threads=threads, "
+            "busy=busy, first=first, steps=steps, choices=p.choices)))")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=SCRIPTS)
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["threads"] == {"intra_op": 1, "inter_op": 1}
+    assert 0 < out["busy"] < 1.5, out["busy"]
+    assert out["first"] > 2 * float(np.median(out["steps"]))  # the first call compiles
+    assert out["choices"]["jit_compile"].startswith("True")
+    assert "intra-op pool" in out["choices"]["xla_threads"]

@@ -1,5 +1,5 @@
 """TensorFlow backend: Keras layers under tf.GradientTape (eager), or the whole step in one
-tf.function (graph).
+tf.function (graph), or in one tf.function(jit_compile=True) that XLA compiles (xla).
 
 Each model family is built the way Keras users write it; the spec's canonical arrays are
 loaded into it once, converted to TensorFlow's layouts (NHWC images, HWIO kernels), and
@@ -10,6 +10,8 @@ derivatives are converted back outside the clock.  The tasks are written once, a
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -25,7 +27,16 @@ keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
 # ================================================================ environment
 def configure_threads(threads: int) -> dict:
     """Thread pools; settable before TensorFlow's first op only (TF raises RuntimeError after),
-    so a setting already in force is left alone."""
+    so a setting already in force is left alone.
+
+    They bound XLA too (mode xla): TensorFlow's XLA launch op runs the compiled executable
+    with the device's intra-op Eigen pool.  Measured on TF 2.21 with per-thread CPU times of
+    a timed XLA loop: at 1 thread one thread is busy (one core), at 2 two pool workers join
+    the calling thread; XLA_FLAGS' --xla_cpu_multi_thread_eigen=false changes nothing at 1
+    thread, so no XLA flag is set.  The compiling first call keeps two more threads busy
+    (XLA's CPU compiler has a process-wide LLVM codegen pool of min(32, cores)); neither
+    --xla_cpu_multi_thread_eigen nor --xla_cpu_parallel_codegen_split_count=1 bounds them:
+    only CPU affinity would."""
     threading = tf.config.threading
     if threading.get_intra_op_parallelism_threads() != threads:
         threading.set_intra_op_parallelism_threads(threads)
@@ -427,6 +438,19 @@ MODE_CHOICES = {
     "graph": {"tf_function": "one tf.function of forward and tape call, no input_signature: "
                              "the shorter last batch of an epoch retraces once",
               "jit_compile": "False"},
+    "xla": {"tf_function": "one tf.function(jit_compile=True) of forward and tape call, no "
+                           "input_signature: traced and XLA-compiled at the first timed call "
+                           "(compile_s 0); the shorter last batch of an epoch retraces and "
+                           "recompiles once",
+            "jit_compile": "True: the whole step is one XLA cluster run by TensorFlow's XLA "
+                           "launch op on the CPU device; an op XLA cannot compile is an error, "
+                           "not a fallback",
+            "xla_threads": "XLA's CPU executable runs on TensorFlow's intra-op pool (the launch "
+                           "op hands it the device's Eigen pool): tf.config.threading bounds "
+                           "it, no XLA_FLAGS set (--xla_cpu_multi_thread_eigen=false measured "
+                           "no different). XLA's compiler has its own process-wide LLVM "
+                           "codegen pool sized by the schedulable cores, which no flag bounds: "
+                           "the compiling first iteration may use more cores than threads"},
 }
 
 
@@ -437,7 +461,8 @@ def _onednn_enabled() -> bool:
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
-# Cells that abort the whole process (not an exception we could record): refused up front.
+# Cells that abort the whole process (not an exception we could record): refused up front,
+# in the modes that run TensorFlow's own kernels (eager, graph; not xla).
 ONEDNN_ABORTS = {
     ("attention", "jacobian_vectorized"):
         "pfor turns Keras MultiHeadAttention's projections into BatchMatMulV2 of shape "
@@ -456,8 +481,41 @@ def _check_supported(workload: spec.Workload, mode: str, device: str, dtype: str
     if device == "cuda" and not _gpus():
         raise UnsupportedCell("device cuda requested but TensorFlow sees no GPU")
     abort = ONEDNN_ABORTS.get((workload.spec.family, workload.task))
-    if abort and device == "cpu" and _onednn_enabled():
+    # XLA compiles the batched matmul itself (no TensorFlow oneDNN kernel): it runs.
+    if abort and mode != "xla" and device == "cpu" and _onednn_enabled():
         raise UnsupportedCell(f"tensorflow {tf.__version__} with oneDNN on CPU: {abort}")
+
+
+# What XLA says when it cannot compile a step (raised at the call that compiles it).
+XLA_COMPILE_ERROR = re.compile(
+    r"Detected unsupported operations when trying to compile graph|XLA compilation requires|"
+    r"XLA can't deduce compile time constant|Compilation failure|not supported by XLA|"
+    r"No registered '[^']+' OpKernel for XLA_CPU_JIT")
+
+
+def _refuse_xla_failures(step, workload: spec.Workload):
+    """The XLA step, with a compilation XLA refuses turned into UnsupportedCell.
+
+    XLA compiles at the first call of each traced input shape (the first timed iteration,
+    and the shorter last batch of an epoch): no call is made before the timed loop to find
+    out, the refusal comes from inside run()."""
+    def call(batch):
+        try:
+            return step(batch)
+        except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
+                tf.errors.InternalError) as exc:
+            match = XLA_COMPILE_ERROR.search(str(exc))
+            if match is None:
+                raise
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            detail = next((line.strip() for line in lines if match.group(0) in line), lines[0])
+            # The traced function's name and attributes say nothing about the model.
+            detail = re.sub(r"__inference_\w+\[[^\]]*\]", "the step", detail)
+            raise UnsupportedCell(
+                f"XLA (tf.function(jit_compile=True)) cannot compile {workload.model} "
+                f"{workload.task} in tensorflow {tf.__version__}: {type(exc).__name__}: "
+                f"{detail[:400]}") from exc
+    return call
 
 
 def prepare(workload: spec.Workload, mode: str, device: str,
@@ -478,8 +536,10 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     def step(b):
         return task.derive(task.forward(b))
 
-    if mode == "graph":
-        step = tf.function(step, jit_compile=False)
+    if mode in ("graph", "xla"):
+        step = tf.function(step, jit_compile=mode == "xla")
+    if mode == "xla":
+        step = _refuse_xla_failures(step, workload)
     split = "forward_s" in spec.timed_quantities("tensorflow", mode, workload.task)
 
     def run(i, clock):
@@ -509,4 +569,6 @@ def prepare(workload: spec.Workload, mode: str, device: str,
                **({"tf32": str(tf.config.experimental.tensor_float_32_execution_enabled())}
                   if device == "cuda" else {}),
                "dtype": dtype, **model.choices, **task.choices, **MODE_CHOICES[mode]}
+    if mode == "xla":
+        choices["xla_flags"] = os.environ.get("XLA_FLAGS") or "unset"
     return Prepared(run=run, derivatives=derivatives, choices=choices)

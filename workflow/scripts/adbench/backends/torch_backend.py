@@ -1,13 +1,26 @@
-"""PyTorch backend: torch.nn models; eager and TorchScript modes; every task of the spec.
+"""PyTorch backend: torch.nn models; eager, TorchScript (script, trace) and torch.compile
+modes; every task of the spec.
 
 Models are nn.Modules as PyTorch users write them (000 Fig. 1), loaded with the spec's
 canonical arrays.  Every model takes `(x, aux)`: `aux` is the batch's second array (the
 previous hidden state of rnn_cell; the targets otherwise, which the model ignores), so one
-scripted `WithLoss(model)` module serves every model.
+`WithLoss(model)` module serves every model.  A mode transforms the module a task calls
+(WithLoss for loss tasks, the model for output Jacobians) once, in the task's preparation:
+jit.script / jit.trace there (timed: Prepared.compile_s), torch.compile lazily at the first
+timed call.  No call of the step is made before the timed loop; a transform that fails on a
+module with a known error is refused from inside run() (KNOWN_FAILURES).
 """
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+import time
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -235,36 +248,164 @@ def _torch_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def build(model: spec.ModelSpec, arrays, dev, dtype, mode: str):
+def build(model: spec.ModelSpec, arrays, dev, dtype):
     """WithLoss(model) with the arrays loaded, on the device, in inference mode (batch norm
-    uses its running statistics); scripted in script mode."""
+    uses its running statistics).  Eager: a mode's transform is applied per task, to the
+    module the task calls (see `transform`)."""
     if model.family not in FAMILIES:
         raise UnsupportedCell(f"torch backend has no model family {model.family!r}")
     net = WithLoss(FAMILIES[model.family](model), model.loss).to(dtype)
     binds = bindings(net.model, model)
     load_params(binds, arrays, dtype)
-    net = net.to(dev).eval()
-    if mode == "script":
-        net = torch.jit.script(net)
-    elif mode != "eager":
+    return net.to(dev).eval(), binds
+
+
+MODE_CHOICES = {
+    "eager": "torch.nn modules, define-by-run",
+    "script": "torch.jit.script, in prepare (compile_s), of the module the task calls: "
+              "WithLoss (model + loss) for loss tasks, the model for output Jacobians",
+    "trace": "torch.jit.trace(check_trace=False), in prepare (compile_s), of the module the "
+             "task calls on its first batch (WithLoss for loss tasks; the model on an input "
+             "requiring grad for output Jacobians); check_trace=False because the check runs "
+             "the traced graph, which would make the first timed call not the first",
+    "compile": "torch.compile(backend='inductor', mode=None, dynamic=None, fullgraph=False): "
+               "Dynamo + AOTAutograd + Inductor C++/OpenMP kernels, compiled lazily in the "
+               "first timed iteration (compile_s 0); a shorter last batch recompiles once "
+               "with a dynamic batch dimension",
+}
+
+
+def transform(module, mode: str, example: tuple) -> tuple[Callable, float, dict[str, str]]:
+    """The module (or function) as `mode` runs it, the seconds of ahead-of-time work
+    (compile_s), and notes for `choices`.
+
+    Parameters stay shared with `module` (scripting, tracing and torch.compile do not copy
+    them), so `binds` still names what is differentiated."""
+    if mode == "eager":
+        return module, 0.0, {}
+    if mode == "compile":  # a wrapper: Dynamo traces and Inductor compiles at the first call
+        return torch.compile(module, backend="inductor"), 0.0, {}
+    if mode not in ("script", "trace"):
         raise UnsupportedCell(f"torch has no mode {mode!r}")
-    return net, binds
+    notes = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", torch.jit.TracerWarning)
+        start = time.perf_counter()
+        if mode == "script":
+            compiled = torch.jit.script(module)
+        else:
+            compiled = torch.jit.trace(module, example, check_trace=False)
+        seconds = time.perf_counter() - start
+    tracer = [w for w in caught if issubclass(w.category, torch.jit.TracerWarning)]
+    if tracer:  # what the trace may have frozen (a Python value of a traced shape)
+        notes["tracer_warnings"] = (f"{len(tracer)}, first: "
+                                    f"{str(tracer[0].message).splitlines()[0][:200]}")
+    return compiled, seconds, notes
+
+
+def _jacrev(model, rows: int) -> Callable:
+    """torch.func.jacrev of the model's first `rows` outputs w.r.t. its input."""
+    def jacobian_of(x, aux):
+        return torch.func.jacrev(lambda xx: model(xx, aux).reshape(-1)[:rows])(x)
+    return jacobian_of
+
+
+def _inductor_cache(threads: int) -> dict[str, str]:
+    """A cold Inductor cache for this cell, under ADBENCH_CACHE_DIR/torch, removed at exit.
+
+    TORCHINDUCTOR_CACHE_DIR is read at every compile, so it is set here, before the lazy
+    compilation of the first timed iteration.  The in-process caches are emptied too, as
+    Inductor's own fresh_cache() does (a fresh process per cell makes that a no-op in the
+    pipeline; in a process running several cells, Inductor would otherwise reuse compiled
+    kernels of identical source, and Dynamo would count earlier cells' recompiles)."""
+    root = os.environ.get("ADBENCH_CACHE_DIR")
+    base = os.path.join(root, "torch") if root else None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    path = tempfile.mkdtemp(prefix="inductor-", dir=base)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    import torch._dynamo
+    import torch._inductor.config
+    import torch._inductor.utils
+
+    torch._dynamo.reset()
+    torch._inductor.utils.clear_caches()
+    # Inductor's compile workers: as many as the cell's threads (1: compiled in-process).
+    torch._inductor.config.compile_threads = threads
+    return {"inductor_cache": "cold: a fresh TORCHINDUCTOR_CACHE_DIR per cell under "
+                              + ("ADBENCH_CACHE_DIR/torch" if base else "the system temp "
+                                 "directory (ADBENCH_CACHE_DIR unset)")
+                              + ", removed at exit",
+            "inductor_compile_threads": str(threads),
+            "inductor_cpp_threads": f"{torch.get_num_threads()} (torch.get_num_threads() "
+                                    "when the kernels are generated)"}
+
+
+# What torch.compile leaves out of its graphs, per model family (torch._dynamo.explain).
+COMPILE_NOTES = {
+    "ctc": "aten._ctc_loss has a data-dependent output shape: Dynamo leaves the CTC loss out "
+           "of the compiled graph and it runs eagerly",
+    "lstm": "Dynamo does not trace nn.LSTM (torch._dynamo.config.allow_rnn=False, the "
+            "default; True fails in backward on CPU's mkldnn_rnn_layer): a graph break, the "
+            "LSTM runs eagerly and only what follows it is compiled",
+}
+
+
+def _require_a_graph(prepared: Prepared, workload: spec.Workload) -> None:
+    """Refuse a compile cell whose first call compiled no graph at all.
+
+    torch.compile falls back to eager without an error where Dynamo cannot trace (a graph
+    break at the model's first op, jacrev over a graph break): such a cell would time eager
+    PyTorch under the torch.compile label.  Dynamo's counters are read around the first
+    call (run or derivatives), outside the clock."""
+    from torch._dynamo.utils import counters
+
+    checked = []
+
+    def guarded(fn):
+        def call(*args):
+            if checked:
+                return fn(*args)
+            before = counters["aot_autograd"]["total"]
+            seen = set(counters["unimplemented"]) | set(counters["graph_break"])
+            result = fn(*args)
+            checked.append(True)
+            if counters["aot_autograd"]["total"] == before:
+                reasons = [r for r in (*counters["unimplemented"], *counters["graph_break"])
+                           if r not in seen]
+                why = reasons[0].strip().splitlines()[0] if reasons else "no reason recorded"
+                raise UnsupportedCell(
+                    f"torch.compile compiled no graph for {workload.model} {workload.task}: "
+                    f"Dynamo fell back to eager PyTorch ({why})")
+            return result
+        return call
+
+    prepared.run = guarded(prepared.run)
+    prepared.derivatives = guarded(prepared.derivatives)
 
 
 def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float32") -> Prepared:
+    if mode not in MODE_CHOICES:
+        raise UnsupportedCell(f"torch has no mode {mode!r}")
     dev = _torch_device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     tdtype = getattr(torch, dtype)
-    net, binds = build(workload.spec, spec.make_params(workload), dev, tdtype, mode)
+    net, binds = build(workload.spec, spec.make_params(workload), dev, tdtype)
     # Batches on the device up front: data transfer is not part of the timing.
     batches = [tuple(_tensor(b[k], dev, tdtype) for k in ("x", "h0" if "h0" in b else "y"))
                for b in spec.make_batches(workload)]
+    cache = _inductor_cache(torch.get_num_threads()) if mode == "compile" else {}
+    if mode == "compile" and workload.spec.family in COMPILE_NOTES:
+        cache["graph"] = COMPILE_NOTES[workload.spec.family]
     task = TASK_BUILDERS[workload.task]
-    prepared = task(net, binds, batches, workload, sync)
+    prepared = task(net, binds, batches, workload, sync, mode)
+    if mode == "compile":
+        _require_a_graph(prepared, workload)
     prepared.choices.update({
-        "model": "torch.nn modules" + (", torch.jit.script of model + loss"
-                                       if mode == "script" else ""),
+        "model": MODE_CHOICES[mode],
         "inference_mode": "module.eval(): batch norm uses running statistics",
+        **cache,
     })
     return prepared
 
@@ -274,16 +415,76 @@ def _tensor(array: np.ndarray, dev, dtype) -> Tensor:
     return tensor.to(dtype) if tensor.is_floating_point() else tensor
 
 
+# ================================================================ known failures
+@dataclasses.dataclass(frozen=True)
+class KnownFailure:
+    """A transform that fails on a module with a known error: the cell is refused (from
+    inside run(), at the call that fails: no untimed probe calls before the timed loop)."""
+
+    modes: tuple[str, ...]
+    task: str
+    error: str  # the exception's class name (Dynamo's classes are not imported here)
+    pattern: str  # regular expression searched in the exception's message
+    reason: str
+    models: tuple[str, ...] = ()  # () for any model
+
+
+KNOWN_FAILURES = (
+    KnownFailure(("script", "trace"), "loss_jacobian", "RuntimeError",
+                 r"stateless API can't be used with Jitted modules",
+                 "torch.func.functional_call (the stateless API, which swaps the parameters "
+                 "for the Jacobian's inputs) refuses TorchScript modules"),
+    # TorchScript's profiling executor optimises the graph after its profiling runs; the
+    # optimised graph of the raw-op cell reads `.data`, which vmap forbids: the third call
+    # fails, so every call is guarded (measured on torch 2.13: only rnn_cell).
+    KnownFailure(("script", "trace"), "jacobian_vectorized", "RuntimeError",
+                 r"accessing `data` under vmap transform is not allowed",
+                 "torch.func.jacrev (vmap) cannot transform TorchScript's optimised graph "
+                 "once the profiling runs are over", models=("rnn_cell",)),
+    # Inductor differentiates the jacrev graph once more w.r.t. the attention weights
+    # (they require grad); CPU flash attention's backward has no derivative.
+    KnownFailure(("compile",), "jacobian_vectorized", "BackendCompilerFailed",
+                 r"derivative for aten::_scaled_dot_product_flash_attention_for_cpu_backward "
+                 r"is not implemented",
+                 "torch.compile of torch.func.jacrev over nn.MultiheadAttention: AOTAutograd "
+                 "needs the derivative of CPU flash attention's backward, which PyTorch does "
+                 "not implement", models=("attention",)),
+)
+
+
+def _known_failure(mode: str, model: str, task: str, exc: Exception) -> KnownFailure | None:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    for known in KNOWN_FAILURES:
+        if (mode in known.modes and task == known.task and known.error in names
+                and (not known.models or model in known.models)
+                and re.search(known.pattern, str(exc))):
+            return known
+    return None
+
+
+def _refuse_known(fn: Callable, mode: str, workload: spec.Workload, api: str) -> Callable:
+    """fn, with a known failure of the mode's transform turned into UnsupportedCell."""
+    def call(*args):
+        try:
+            return fn(*args)
+        except Exception as exc:
+            known = _known_failure(mode, workload.model, workload.task, exc)
+            if known is None:
+                raise
+            line = next((line for line in str(exc).splitlines()
+                         if re.search(known.pattern, line)), str(exc)[:300])
+            line = line.strip()
+            if not line.startswith(type(exc).__name__):
+                line = f"{type(exc).__name__}: {line}"
+            raise UnsupportedCell(f"{api} in {mode} mode: {known.reason} ({line})") from exc
+    return call
+
+
 # ================================================================ tasks
-# Calls made at preparation to find out whether a transform works on a module: a scripted
-# module is optimised only after TorchScript's profiling runs, and may fail only then.
-PROBE_CALLS = 3
-PROBE_NOTE = f"{PROBE_CALLS} untimed calls at preparation check that the transform works"
-
-
-def backward_task(net, binds, batches, workload, sync) -> Prepared:
+def backward_task(net, binds, batches, workload, sync, mode) -> Prepared:
     params = [p for p, _, _ in binds]
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    f, compile_s, notes = transform(net, mode, batch(0))
 
     def clear():  # outside the clock: each step starts with no accumulated .grad
         for p in params:
@@ -291,16 +492,16 @@ def backward_task(net, binds, batches, workload, sync) -> Prepared:
 
     def run(i, clock):
         clear()
-        return split_timer(lambda: net(*batch(i)), Tensor.backward, sync, clock)
+        return split_timer(lambda: f(*batch(i)), Tensor.backward, sync, clock)
 
     def derivatives(i):
         clear()
-        loss = net(*batch(i))
+        loss = f(*batch(i))
         loss.backward()
         return float(loss.detach()), to_canonical(binds, [p.grad for p in params])
 
     return Prepared(run, derivatives, {"backward": "loss.backward(), .grad cleared "
-                                       "outside the clock"})
+                                       "outside the clock", **notes}, compile_s)
 
 
 def _jacobian_inputs(batches, workload):
@@ -316,9 +517,9 @@ def _as_jacobian(rows_of_grads: Tensor, workload) -> np.ndarray:
         workload.jacobian_rows))
 
 
-def jacobian_rows_task(net, binds, batches, workload, sync) -> Prepared:
+def jacobian_rows_task(net, binds, batches, workload, sync, mode) -> Prepared:
     examples, rows, eye = _jacobian_inputs(batches, workload)
-    model = net.model
+    model, compile_s, notes = transform(net.model, mode, examples[0])  # x requires grad
     example = lambda i: examples[i % len(examples)]  # noqa: E731
 
     def forward(i):
@@ -337,23 +538,31 @@ def jacobian_rows_task(net, binds, batches, workload, sync) -> Prepared:
         return float("nan"), [_as_jacobian(row_by_row(forward(i)), workload)]
 
     return Prepared(run, derivatives, {"jacobian": "Python loop of torch.autograd.grad, "
-                                       "one-hot grad_outputs, retain_graph=True"})
+                                       "one-hot grad_outputs, retain_graph=True", **notes},
+                    compile_s)
 
 
-def jacobian_vectorized_task(net, binds, batches, workload, sync) -> Prepared:
+def jacobian_vectorized_task(net, binds, batches, workload, sync, mode) -> Prepared:
     examples, rows, _ = _jacobian_inputs(batches, workload)
-    model = net.model
+    choices = {"jacobian": "torch.func.jacrev (vmap over vector-Jacobian products)"}
+    if mode == "compile":
+        # torch.func.jacrev over a compiled module runs eagerly: Dynamo captures no graph
+        # under a functorch transform (torch 2.13: no graph, no error, no warning).  The
+        # transform is compiled as a whole instead, as PyTorch advises (issue #128711).
+        jacobian_of, compile_s, notes = transform(_jacrev(net.model, rows), mode, ())
+        choices["jacobian"] = ("torch.compile(torch.func.jacrev(model)): the whole vectorised "
+                               "Jacobian traced by Dynamo and compiled by Inductor (jacrev "
+                               "over a compiled module would silently run eagerly)")
+    else:
+        model, compile_s, notes = transform(net.model, mode, examples[0])
+        jacobian_of = _jacrev(model, rows)
+    choices.update(notes)
 
-    def jacobian(i):
+    def plain(i):
         x, aux = examples[i % len(examples)]
-        return torch.func.jacrev(lambda xx: model(xx, aux).reshape(-1)[:rows])(x.detach())
+        return jacobian_of(x.detach(), aux)
 
-    try:  # torch.func cannot transform every module: TorchScript's optimised graphs
-        for i in range(PROBE_CALLS):  # (made after its profiling runs) access .data
-            jacobian(i)
-    except Exception as exc:  # recorded as the reason; nothing is silently skipped
-        raise UnsupportedCell(f"torch.func.jacrev on this {type(model).__name__}: "
-                              f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
+    jacobian = _refuse_known(plain, mode, workload, "torch.func.jacrev")
 
     def run(i, clock):
         return whole_timer(lambda: jacobian(i), sync, clock)
@@ -361,42 +570,38 @@ def jacobian_vectorized_task(net, binds, batches, workload, sync) -> Prepared:
     def derivatives(i):
         return float("nan"), [_as_jacobian(jacobian(i), workload)]
 
-    return Prepared(run, derivatives, {"jacobian": "torch.func.jacrev (vmap over "
-                                       "vector-Jacobian products)", "probe": PROBE_NOTE})
+    return Prepared(run, derivatives, choices, compile_s)
 
 
-def loss_jacobian_task(net, binds, batches, workload, sync) -> Prepared:
+def loss_jacobian_task(net, binds, batches, workload, sync, mode) -> Prepared:
     params = [p for p, _, _ in binds]
-    names = {id(p): n for n, p in net.named_parameters()}
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    f, compile_s, notes = transform(net, mode, batch(0))
+    names = {id(p): n for n, p in f.named_parameters()}  # compile: "_orig_mod." prefixed
 
     def loss_function(i):
         args = batch(i)
         return lambda *values: torch.func.functional_call(
-            net, {names[id(p)]: v for p, v in zip(params, values)}, args)
+            f, {names[id(p)]: v for p, v in zip(params, values)}, args)
 
-    def jacobian(i):
+    def plain(i):
         return torch.autograd.functional.jacobian(loss_function(i), tuple(params))
 
-    try:
-        for i in range(PROBE_CALLS):
-            jacobian(i)
-    except Exception as exc:
-        raise UnsupportedCell(f"torch.autograd.functional.jacobian over the parameters of "
-                              f"this {type(net).__name__}: {type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0]}") from exc
+    jacobian = _refuse_known(plain, mode, workload,
+                             "torch.autograd.functional.jacobian over the parameters")
 
     def run(i, clock):
         return whole_timer(lambda: jacobian(i), sync, clock)
 
     def derivatives(i):
-        with torch.no_grad():
+        grads = jacobian(i)
+        with torch.no_grad():  # the eager module: a compiled one would recompile for no_grad
             loss = float(net(*batch(i)))
-        return loss, to_canonical(binds, list(jacobian(i)))
+        return loss, to_canonical(binds, list(grads))
 
     return Prepared(run, derivatives, {"jacobian": "torch.autograd.functional.jacobian "
                                        "(vectorize=False) of the loss via "
-                                       "torch.func.functional_call", "probe": PROBE_NOTE})
+                                       "torch.func.functional_call", **notes}, compile_s)
 
 
 TASK_BUILDERS = {

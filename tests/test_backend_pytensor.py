@@ -1,0 +1,102 @@
+"""The PyTensor backend in its own environment (.venvs/pytensor, built from envs/pytensor.yaml
+if missing): cells of MODES x MODELS x TASKS on tiny workloads against the float64
+reference, the thread settings, and where the compile caches go.
+
+Budget (this file, environment build included, under 4 minutes): compilation dominates.
+Both modes compile from an empty cache dir here, as a fresh run does: g++ for each new C op,
+Numba's LLVM for each cell's whole graph (tens of seconds per model).  Measured per cell
+(2 cores, other jobs running): C mode cnn 60-80 s, lstm 40 s, ctc 30 s, attention 10 s,
+resnet50 backward 320 s; Numba mode cnn 220 s, ctc 65 s, lstm 40 s, attention 17 s.  So
+by default the C mode runs the MLPs, dense, fc_xent, rnn_cell and attention, the Numba mode
+mlp512, dense, fc_xent and rnn_cell; ADBENCH_FULL_BACKEND_TESTS=1 runs every model but
+ResNet50 in both modes (about 25 minutes), ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+
+from isolated import REPO, BackendCells, tiny, venv_python
+
+from adbench import spec
+
+FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
+ALL_BUT_RESNET = [m for m in spec.MODELS if m != "resnet50"]
+MODELS = {
+    "c": ["mlp512", "mlp354x2", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell",
+          "attention"],
+    "numba": ["mlp512", "dense", "fc_xent", "rnn_cell"],
+}
+if FULL:
+    MODELS = {mode: ALL_BUT_RESNET + (["resnet50"] if "resnet50" in FULL else [])
+              for mode in MODELS}
+
+KNOWN_UNSUPPORTED = {
+    ("numba", "resnet50", "*"): "Numba",
+}
+CELLS = BackendCells("pytensor", known_unsupported=KNOWN_UNSUPPORTED)
+CELLS.cells = [tiny(model, task, mode) for mode in MODELS
+               for model, task in itertools.product(MODELS[mode], spec.TASKS)]
+results = CELLS.results_fixture()
+test_cell_matches_the_float64_reference = CELLS.cell_test()
+test_threads_are_set_and_honoured = CELLS.threads_test()
+
+
+def test_threads_reported_cover_numba_and_blas(results):
+    reported = results["threads_reported"]
+    assert reported["numba"] == 1
+    assert any(k.startswith("blas:") for k in reported), reported
+
+
+def test_choices_state_the_mode_and_cache(results):
+    ok = [(cell, r) for cell, r in zip(CELLS.cells, results["cells"]) if r["status"] == "ok"]
+    for cell, r in ok:
+        choices = r["choices"]
+        assert ("NUMBA" in choices["mode"]) == (cell["mode"] == "numba")
+        assert choices["cache"].startswith(("cold", "warm"))
+        if cell["mode"] == "numba":  # compiled in prepare, not at the first timed call
+            assert choices["numba"].startswith("Numba dispatcher compiled in prepare")
+        else:
+            assert choices["linker"].startswith("config.linker='cvm'")
+    assert ok[0][1]["choices"]["cache"].startswith("cold")  # the first cell's cache was empty
+    assert all(r["compile_s"] > 0 for _, r in ok)
+
+
+def test_compile_caches_stay_in_the_cache_dir(tmp_path):
+    """Flags are composed before the import: the user's kept, the compiledir and Numba's
+    caches under ADBENCH_CACHE_DIR/pytensor, nothing written to $HOME."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    code = (
+        "import json, os, numpy as np; from adbench.backends import pytensor_backend as b; "
+        "import pytensor, pytensor.tensor as pt; "
+        "x = pt.vector('x', dtype='float32'); "
+        "f = pytensor.function([x], pytensor.grad((x ** 2).sum(), x), mode=b.MODES['c'][1]()); "
+        "g = pytensor.function([x], pytensor.grad((x ** 3).sum(), x), mode='NUMBA'); "
+        "v = np.arange(3, dtype='float32'); assert np.allclose(f(v), 2 * v); "
+        "assert np.allclose(g(v), 3 * v ** 2); "
+        "print(json.dumps({'base': str(pytensor.config.base_compiledir), "
+        "'compiledir': str(pytensor.config.compiledir), "
+        "'numba_cache': os.environ['NUMBA_CACHE_DIR'], "
+        "'exception_verbosity': pytensor.config.exception_verbosity, "
+        "'floatX': pytensor.config.floatX, 'default_mode': type(pytensor.compile.mode."
+        "get_default_mode().linker).__name__}))")
+    done = subprocess.run(
+        [str(venv_python("pytensor")), "-c", code], cwd=REPO / "workflow" / "scripts",
+        capture_output=True, text=True,
+        env={**os.environ, "HOME": str(home), "ADBENCH_CACHE_DIR": str(cache),
+             "PYTENSOR_FLAGS": "exception_verbosity=high,base_compiledir=/nonexistent"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    assert info["base"] == str(cache / "pytensor")
+    assert info["compiledir"].startswith(str(cache / "pytensor"))
+    assert info["numba_cache"].startswith(str(cache / "pytensor"))
+    assert info["exception_verbosity"] == "high"  # the user's flag is kept
+    assert info["floatX"] == "float32"
+    assert info["default_mode"] == "NumbaLinker"  # PyTensor 3.0.7's default, as choices say
+    assert any((cache / "pytensor").rglob("*.so"))  # C modules
+    assert any((cache / "pytensor" / "numba").rglob("*.nbi"))  # PyTensor's Numba cache
+    assert not list(home.rglob("*")), list(home.rglob("*"))

@@ -1,0 +1,78 @@
+"""The Theano 1.0.5 backend in its own environment (.venvs/theano, built from envs/theano.yaml
+if missing): cells of MODELS x TASKS on tiny workloads against the float64 reference, the
+thread settings, the flags and where the compile cache goes.
+
+Budget (this file, environment build included, under 4 minutes): FAST_RUN compiles each new
+op with g++ from an empty compiledir here, as a fresh run does.  Measured per cell (2 cores,
+other jobs running): lstm 60 s, ctc 50 s, attention 35 s (backward; as much again for
+jacobian_rows), against a few seconds for the others once the first cell has built the
+common ops.  So by default the MLPs, dense, fc_xent, rnn_cell and cnn run;
+ADBENCH_FULL_BACKEND_TESTS=1 runs every model but ResNet50 (about 9 minutes),
+ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from isolated import REPO, BackendCells, venv_python
+
+from adbench import spec
+
+FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
+MODELS = ["mlp512", "mlp354x2", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "cnn"]
+if FULL:
+    MODELS = [m for m in spec.MODELS if m != "resnet50" or "resnet50" in FULL]
+
+CELLS = BackendCells("theano", known_unsupported={
+    ("c", "*", "jacobian_vectorized"): "no vectorised Jacobian",
+}, models=MODELS)
+results = CELLS.results_fixture()
+test_cell_matches_the_float64_reference = CELLS.cell_test()
+test_threads_are_set_and_honoured = CELLS.threads_test()
+
+
+def test_choices_state_the_cache(results):
+    ok = [r for r in results["cells"] if r["status"] == "ok"]
+    assert ok[0]["choices"]["cache"].startswith("cold")  # the first cell's cache was empty
+    assert all(r["choices"]["cache"].startswith("warm") for r in ok[1:])
+    assert all(r["choices"]["blas"].startswith("blas.ldflags=''") for r in ok)
+    assert all(r["compile_s"] > 0 for r in ok)
+
+
+def test_flags_and_cache_dir(tmp_path):
+    """THEANO_FLAGS composed before the import: the user's flags kept, blas.ldflags empty,
+    the compiledir under ADBENCH_CACHE_DIR/theano, nothing written to $HOME; and the
+    Python-3.11 fallback to the Python scan loop works."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    code = (
+        "import json, numpy as np; from adbench.backends import theano_backend as b; "
+        "import theano, theano.tensor as T; "
+        "x = T.fvector('x'); "
+        "f = theano.function([x], theano.grad((x ** 2).sum(), x)); "
+        "s, _ = theano.scan(lambda v, acc: acc * v, sequences=x, outputs_info=T.ones_like(x[0])); "
+        "g = theano.function([x], theano.grad(s[-1], x)); "
+        "v = np.arange(1, 4, dtype='float32'); assert np.allclose(f(v), 2 * v); "
+        "assert np.allclose(g(v), [6, 3, 2]); "
+        "print(json.dumps({'base': theano.config.base_compiledir, "
+        "'compiledir': theano.config.compiledir, 'ldflags': theano.config.blas.ldflags, "
+        "'exception_verbosity': theano.config.exception_verbosity, "
+        "'floatX': theano.config.floatX, 'openmp': theano.config.openmp}))")
+    done = subprocess.run(
+        [str(venv_python("theano")), "-c", code], cwd=REPO / "workflow" / "scripts",
+        capture_output=True, text=True,
+        env={**os.environ, "HOME": str(home), "ADBENCH_CACHE_DIR": str(cache),
+             "THEANO_FLAGS": "exception_verbosity=high,base_compiledir=/nonexistent"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    info = json.loads(done.stdout.strip().splitlines()[-1])
+    assert info["base"] == str(cache / "theano")
+    assert info["compiledir"].startswith(str(cache / "theano"))
+    assert info["ldflags"] == ""
+    assert info["exception_verbosity"] == "high"  # the user's flag is kept
+    assert info["floatX"] == "float32"
+    assert info["openmp"] is False
+    assert any((cache / "theano").rglob("*.so"))
+    assert not [p for p in home.rglob("*")], list(home.rglob("*"))
