@@ -113,6 +113,7 @@ def table_cells(table):
     """The tiny config's cells that a table of spec.TABLES shows."""
     return {c for c in tiny_cells() if c.model in table.models and c.task in table.tasks
             and table.compiled in (None, spec.FRAMEWORKS[c.framework].modes[c.mode].compiled)
+            and (table.frameworks is None or c.framework in table.frameworks)
             and table.quantity in spec.timed_quantities(c.framework, c.mode, c.task)}
 
 
