@@ -8,7 +8,12 @@ other jobs running): lstm 60 s, ctc 50 s, attention 35 s (backward; as much agai
 jacobian_rows), against a few seconds for the others once the first cell has built the
 common ops.  So by default the MLPs, dense, fc_xent, rnn_cell and cnn run;
 ADBENCH_FULL_BACKEND_TESTS=1 runs every model but ResNet50 (about 9 minutes),
-ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it.
+ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it (3 more minutes).  ResNet50's jacobian_rows
+cell then fails the 1e-3 tolerance: 5.9e-3 on its example (seed 3, example 0), while the
+other examples and seeds 0-2 measure 6e-7 and the float64 build matches to 7e-8; PyTorch's
+float32 eager mode jumps the same way (1.6e-3) on example 1 of seed 3.  This is the float32
+ReLU-kink effect the config schema describes for ResNet50, larger for one example's input
+Jacobian than for a batch's parameter gradients.
 """
 
 from __future__ import annotations
@@ -17,9 +22,8 @@ import json
 import os
 import subprocess
 
-from isolated import REPO, BackendCells, venv_python
-
 from adbench import spec
+from isolated import REPO, BackendCells, venv_python
 
 FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
 MODELS = ["mlp512", "mlp354x2", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "cnn"]
@@ -63,7 +67,7 @@ def test_flags_and_cache_dir(tmp_path):
         "'floatX': theano.config.floatX, 'openmp': theano.config.openmp}))")
     done = subprocess.run(
         [str(venv_python("theano")), "-c", code], cwd=REPO / "workflow" / "scripts",
-        capture_output=True, text=True,
+        capture_output=True, text=True, check=False,
         env={**os.environ, "HOME": str(home), "ADBENCH_CACHE_DIR": str(cache),
              "THEANO_FLAGS": "exception_verbosity=high,base_compiledir=/nonexistent"})
     assert done.returncode == 0, done.stderr[-3000:]

@@ -53,7 +53,8 @@ def test_torch_eager_cell_writes_rows_and_provenance(repo, tmp_path):
     assert "git_commit" in info and "git_dirty" in info
     assert set(info["phases"]) == {"import_s", "prepare_s", "compile_s", "timed_loop_s",
                                    "gradients_s"}
-    assert 0 < info["cpu_utilisation"] < 1.5  # one thread asked for
+    # The paper's threads check flags a loop busier than threads + 0.5 cores.
+    assert 0 < info["cpu_utilisation"] < THREADS + 0.5
     assert info["env"]["OMP_NUM_THREADS"] == str(THREADS) == str(info["threads"])
     assert info["timed_quantities"] == ["forward_s", "backward_s", "step_s"]
     assert info["cell"] == dataclasses.asdict(cell)

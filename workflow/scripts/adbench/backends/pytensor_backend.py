@@ -32,11 +32,13 @@ def _cache_dir() -> str:
 
 
 def _set_flags(flags: str, forced: dict[str, str], defaults: dict[str, str]) -> str:
-    """PYTENSOR_FLAGS with `forced` replacing the user's entries and `defaults` added where
-    the user set nothing; the user's other flags are kept."""
+    """PYTENSOR_FLAGS with `forced` replacing the user's entries (and a user's `compiledir`,
+    which would override base_compiledir), `defaults` added where the user set nothing; the
+    user's other flags are kept."""
     entries = [f for f in flags.split(",") if f.strip()]
     names = {f.split("=", 1)[0].strip() for f in entries}
-    entries = [f for f in entries if f.split("=", 1)[0].strip() not in forced]
+    entries = [f for f in entries
+               if f.split("=", 1)[0].strip() not in {*forced, "compiledir"}]
     entries += [f"{k}={v}" for k, v in defaults.items() if k not in names]
     entries += [f"{k}={v}" for k, v in forced.items()]
     return ",".join(entries)
@@ -167,7 +169,7 @@ BN_EPS = 1e-5  # torch.nn.BatchNorm2d's
 
 def batch_norm(x, gamma, beta):
     """Inference mode with running mean 0 and variance 1 (the spec's)."""
-    scale = gamma / np.float32(np.sqrt(1.0 + BN_EPS))
+    scale = gamma / float(np.sqrt(1.0 + BN_EPS))  # a Python float: float32 or 64 as gamma
     return x * scale.dimshuffle("x", 0, "x", "x") + beta.dimshuffle("x", 0, "x", "x")
 
 
@@ -316,15 +318,28 @@ def loss_of(model, pred, aux):
 
 # ================================================================ graphs of the tasks
 MODES = {
-    "c": ("pytensor.compile.mode.Mode(linker='cvm', optimizer='fast_run'): FAST_RUN rewrites, "
-          "C thunks (g++) run by the C VM", lambda: Mode(linker="cvm", optimizer="fast_run")),
-    "numba": ("get_mode('NUMBA'): NumbaLinker with FAST_RUN + numba rewrites, the whole graph "
-              "jitted as one Numba function; PyTensor 3.0.7's default mode (config.linker "
-              "'auto' resolves to numba)", lambda: get_mode("NUMBA")),
+    "c": (("pytensor.compile.mode.Mode(linker='cvm', optimizer='fast_run'): FAST_RUN "
+           "rewrites, C thunks (g++) run by the C VM"),
+          lambda: Mode(linker="cvm", optimizer="fast_run")),
+    "numba": (("get_mode('NUMBA'): NumbaLinker with FAST_RUN + numba rewrites, the whole "
+               "graph jitted as one Numba function; PyTensor 3.0.7's default mode "
+               "(config.linker 'auto' resolves to numba)"),
+              lambda: get_mode("NUMBA")),
 }
 
 
 LINKERS = {"c": "cvm", "numba": "auto"}
+
+# Cells refused before compiling, with what was measured (tiny workload, 2-core machine
+# shared with other jobs, PyTensor 3.0.7, Numba 0.65.1).
+REFUSED = {
+    ("numba", "resnet"):
+        "PyTensor 3.0.7's Numba mode does not compile ResNet50 in reasonable time: the "
+        "backward graph (2467 nodes after the FAST_RUN + numba rewrites, which took 130 s) "
+        "had not finished Numba's compilation after 25 minutes (11.7 CPU-minutes); the "
+        "2-convolution CNN's 138-node graph takes 290 s of Numba compilation (2.1 s per "
+        "node: about 85 minutes for ResNet50's, extrapolated)",
+}
 
 
 def _inputs(model, dtype: str, per_example: bool):
@@ -383,8 +398,9 @@ def _cache_state() -> str:
     numba_files = sum(len(files) for _, _, files in os.walk(numba_dir))
     state = "cold (empty)" if not c_modules and not numba_files else "warm"
     return (f"{state} before this cell: {len(c_modules)} C modules, {numba_files} Numba cache "
-            f"files under {pytensor.config.base_compiledir} (one cache dir, shared by every "
-            "cell of the run)")
+            f"files under {pytensor.config.base_compiledir}; the cache dir is shared by every "
+            "cell run with the same ADBENCH_CACHE_DIR, so a later cell's compile_s reuses "
+            "what earlier cells compiled")
 
 
 def _compile_inner_functions(fgraph, seen: set | None = None) -> int:
@@ -438,6 +454,8 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     model = workload.spec
     if model.family not in FAMILIES:
         raise UnsupportedCell(f"pytensor backend has no model family {model.family!r}")
+    if (mode, model.family) in REFUSED:
+        raise UnsupportedCell(REFUSED[mode, model.family])
     params = [pytensor.shared(a.astype(dtype, copy=False), name=p.name, borrow=True)
               for p, a in zip(model.params, spec.make_params(workload), strict=True)]
     batches = [tuple(np.ascontiguousarray(

@@ -36,11 +36,13 @@ def _cache_dir() -> str:
 
 
 def _set_flags(flags: str, forced: dict[str, str], defaults: dict[str, str]) -> str:
-    """THEANO_FLAGS with `forced` replacing the user's entries and `defaults` added where
-    the user set nothing; the user's other flags are kept."""
+    """THEANO_FLAGS with `forced` replacing the user's entries (and a user's `compiledir`,
+    which would override base_compiledir), `defaults` added where the user set nothing; the
+    user's other flags are kept."""
     entries = [f for f in flags.split(",") if f.strip()]
     names = {f.split("=", 1)[0].strip() for f in entries}
-    entries = [f for f in entries if f.split("=", 1)[0].strip() not in forced]
+    entries = [f for f in entries
+               if f.split("=", 1)[0].strip() not in {*forced, "compiledir"}]
     entries += [f"{k}={v}" for k, v in defaults.items() if k not in names]
     entries += [f"{k}={v}" for k, v in forced.items()]
     return ",".join(entries)
@@ -59,19 +61,19 @@ import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 import theano  # noqa: E402
 import theano.tensor as T  # noqa: E402
-from theano.gradient import disconnected_grad  # noqa: E402
-from theano.tensor.signal.pool import pool_2d  # noqa: E402
-
 from theano.gof.utils import MethodNotDefined  # noqa: E402
+from theano.gradient import disconnected_grad  # noqa: E402
 from theano.tensor.blas import BatchedDot  # noqa: E402
+from theano.tensor.signal.pool import pool_2d  # noqa: E402
 
 from adbench import spec  # noqa: E402
 from adbench.backends import Prepared, UnsupportedCell  # noqa: E402
 from adbench.timing import whole_timer  # noqa: E402
 
-# BatchedDot's C code takes the address of the Fortran gemm symbols (dgemm_, sgemm_), which
-# Theano's NumPy-based BLAS fallback (blas.ldflags empty) defines with C++ linkage: its
-# module fails to load ("undefined symbol: dgemm_").  Without its C code Theano runs the op's
+# BatchedDot's C code takes the address of the Fortran gemm symbols (sgemm_, dgemm_) as
+# declared extern "C" with const A and B; Theano's NumPy-based BLAS fallback (blas.ldflags
+# empty) defines them with non-const A and B, i.e. as C++ overloads, so the module fails to
+# load ("undefined symbol: dgemm_").  Without its C code Theano runs the op's
 # Python perform (numpy.dot per batch element), as it does for any op without C code.
 BATCHED_DOT_PERFORM = not theano.config.blas.ldflags
 if BATCHED_DOT_PERFORM:
@@ -138,7 +140,7 @@ BN_EPS = 1e-5  # torch.nn.BatchNorm2d's
 
 def batch_norm(x, gamma, beta):
     """Inference mode with running mean 0 and variance 1 (the spec's)."""
-    scale = gamma / np.float32(np.sqrt(1.0 + BN_EPS))
+    scale = gamma / float(np.sqrt(1.0 + BN_EPS))  # a Python float: float32 or 64 as gamma
     return x * scale.dimshuffle("x", 0, "x", "x") + beta.dimshuffle("x", 0, "x", "x")
 
 
@@ -360,8 +362,9 @@ def _cache_state() -> str:
     modules = [d for d in os.listdir(compiledir) if d.startswith("tmp")] \
         if os.path.isdir(compiledir) else []
     return (f"{'warm' if modules else 'cold (empty)'} before this cell: {len(modules)} C "
-            f"modules in {compiledir} (one cache dir, shared by every cell of the run; "
-            "Theano's own lazylinker/cutils modules are built at import)")
+            f"modules in {compiledir}; the cache dir is shared by every cell run with the "
+            "same ADBENCH_CACHE_DIR, so a later cell's compile_s reuses what earlier cells "
+            "compiled; Theano's own lazylinker/cutils modules are built at import")
 
 
 def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float32") -> Prepared:
