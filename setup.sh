@@ -28,7 +28,10 @@ fi
 
 TEX_PACKAGES="texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended
   texlive-science lmodern latexmk"
-if command -v latexmk >/dev/null && kpsewhich siunitx.sty >/dev/null 2>&1; then
+# The tests read the PDF's text back (pdftotext) to check what reached it.
+[ "${1:-}" = "--test" ] && TEX_PACKAGES="$TEX_PACKAGES poppler-utils"
+if command -v latexmk >/dev/null && kpsewhich siunitx.sty >/dev/null 2>&1 &&
+  { [ "${1:-}" != "--test" ] || command -v pdftotext >/dev/null; }; then
   say "TeX Live: present"
 elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "TeX Live: installing from Debian/Ubuntu packages (a few minutes)"

@@ -65,10 +65,13 @@ def write_environment(path: Path) -> None:
 
 
 def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool = True,
-                drop_choices: bool = False, threads: tuple[int, ...] = (1,)) -> list[str]:
+                drop_choices: bool = False, threads: tuple[int, ...] = (1,),
+                failed_message: str | None = None) -> list[str]:
     iterations, cells = fake_iterations_and_cells(threads)
     if drop_choices:
         cells = cells.drop(columns="choices")
+    if failed_message is not None:
+        cells.loc[cells["status"] == "failed", "message"] = failed_message
     summary = stats.across_seeds(stats.trial_stats(iterations))
     summary.to_parquet(tmp_path / "summary.parquet")
     cells.to_parquet(tmp_path / "cells.parquet")
@@ -228,16 +231,22 @@ def test_missing_latexmk_fails_first_with_install_hint(tmp_path):
     assert not (tmp_path / "paper").exists()  # nothing was done before the check
 
 
-@pytest.mark.latex
-def test_compiles_a_pdf(tmp_path):
-    if shutil.which("latexmk") is None:
-        pytest.skip("latexmk not installed")
+def real_figure(tmp_path: Path) -> Path:
+    """A PDF figure LaTeX can include (the stand-in of make_inputs is not one)."""
     plt = pytest.importorskip("matplotlib.pyplot")
     figure = tmp_path / "stand_in.pdf"
     fig, ax = plt.subplots(figsize=(4, 2))
     ax.plot([1, 2, 3], [50, 2, 1])
     fig.savefig(figure)
     plt.close(fig)
+    return figure
+
+
+@pytest.mark.latex
+def test_compiles_a_pdf(tmp_path):
+    if shutil.which("latexmk") is None:
+        pytest.skip("latexmk not installed")
+    figure = real_figure(tmp_path)
     args = make_inputs(tmp_path, figure, threads=(1, 4))
     render_paper.main(args + ["--jacobians-figure", str(figure)])
     pdf = tmp_path / "paper" / "paper.pdf"
@@ -246,6 +255,22 @@ def test_compiles_a_pdf(tmp_path):
     assert "There were undefined references" not in log  # bibtex resolved the citations
     assert "Reference `tab:" not in log  # every table reference resolved
     assert r"\bibitem{wang_hung_autodiff}" in (tmp_path / "paper" / "paper.bbl").read_text()
+
+
+# Every character LaTeX treats specially, in an error message as a backend might raise it.
+SPECIALS = r"RuntimeError: x_1 at 100% & #2 costs $3 {a} C:\tmp ~user 2^10"
+
+
+@pytest.mark.latex
+def test_an_error_message_full_of_latex_specials_reaches_the_pdf_as_text(tmp_path):
+    if shutil.which("latexmk") is None or shutil.which("pdftotext") is None:
+        pytest.skip("latexmk or pdftotext not installed (./setup.sh --test installs both)")
+    render_paper.main(make_inputs(tmp_path, real_figure(tmp_path), failed_message=SPECIALS))
+    text = subprocess.run(["pdftotext", str(tmp_path / "paper" / "paper.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    # pdftotext gives the accents of \textasciitilde and \textasciicircum (U+02DC, U+02C6).
+    text = " ".join(text.replace("\u02dc", "~").replace("\u02c6", "^").split())
+    assert SPECIALS in text
 
 
 def test_threads_are_checked_against_the_cores_the_loops_used(tex):
