@@ -89,7 +89,7 @@ def test_bad_config_is_rejected_naming_the_culprit(config, culprit):
 
 def test_schema_enums_are_the_spec_tables():
     schema = yaml.safe_load(SCHEMA.read_text())
-    grid = schema["$defs"]["grid"]["properties"]
+    grid = schema["$defs"]["grid_axes"]["properties"]
     assert tuple(grid["devices"]["items"]["enum"]) == spec.DEVICES
     # Tasks, models and frameworks are checked against the spec itself (common.smk).
     assert "enum" not in grid["tasks"]["items"]

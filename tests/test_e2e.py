@@ -7,9 +7,12 @@ Checks structure and contracts, never absolute timings.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -231,6 +234,76 @@ def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
     assert not (run / "results/paper/paper.pdf").exists()
 
 
+def measure_pid(cell) -> int | None:
+    """The pid of the cell's timing process (measure.py, not its run_cell.py parent)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (len(argv) > 1 and argv[1].endswith(b"measure.py")
+                and cell.raw_path.encode() in argv):
+            return int(pid)
+    return None
+
+
+def cell_note(run, cell) -> str:
+    """What the tables say about a cell's condition (status and reason)."""
+    notes = pd.concat(pd.read_csv(f) for f in (run / "results/tables").glob("*.csv"))
+    mine = notes[(notes["model"] == cell.model) & (notes["task"] == cell.task)
+                 & (notes["framework"] == cell.framework) & (notes["mode"] == cell.mode)]
+    return " ".join(mine["note"].fillna("").astype(str))
+
+
+def test_a_cell_killed_mid_run_is_recorded_then_retimed_alone(run):
+    """SIGKILL to one timing job (as the OOM killer sends): the run finishes, the report
+    says what happened, and the next run re-times that cell and nothing else."""
+    cell = next(c for c in tiny_cells() if c.framework == "torch" and c.seed == 1)
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", TEST_CONFIG, "--cores", "2",
+           "--config", "environments=venv", "--forcerun", cell.raw_path]
+    job = subprocess.Popen(cmd, cwd=run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    killed = False
+    deadline = time.monotonic() + 600
+    while job.poll() is None and not killed and time.monotonic() < deadline:
+        pid = measure_pid(cell)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.02)
+    log = job.communicate(timeout=1500)[0]
+    assert killed and job.returncode == 0, log[-6000:]
+    info = provenance(run, cell)
+    assert info["status"] == "failed" and "killed by SIGKILL" in info["message"], info
+    assert "killed by SIGKILL" in cell_note(run, cell)
+    assert (run / "results/paper/paper.pdf").is_file()
+
+    plan = planned_jobs(snakemake(run, "-n", "--config", "environments=venv").log)
+    assert plan.count("measure") == 1, plan
+    assert snakemake(run, "--cores", "2", "--config", "environments=venv").returncode == 0
+    assert provenance(run, cell)["status"] == "ok"
+    assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
+
+
+def test_a_cell_over_its_time_budget_is_recorded_timeout(run):
+    """A budget too short for the model (here 0.05 s, a per-model override from the command
+    line), shorter than Python takes to start: the cells are stopped, recorded timeout, and the report says so."""
+    cells = [c for c in tiny_cells() if c.model == "rnn_cell" and c.framework == "autograd"]
+    again = ["--forcerun", *(c.raw_path for c in cells)]  # re-time these cells (README)
+    result = snakemake(run, "--cores", "2", *again, "--config", "environments=venv",
+                       "workload={models: {rnn_cell: {budget_s: 0.05}}}")
+    assert result.returncode == 0, result.log[-6000:]
+    for cell in cells:
+        info = provenance(run, cell)
+        assert info["status"] == "timeout" and "budget of 0.05 s" in info["message"], info
+        assert "timeout" in cell_note(run, cell)
+    # Raising the budget is not a reason to re-time anything by itself.
+    assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
+    assert snakemake(run, "--cores", "2", *again, "--config",
+                     "environments=venv").returncode == 0
+    assert all(provenance(run, c)["status"] == "ok" for c in cells)
+
+
 @pytest.mark.parametrize(
     "override, named",
     [
@@ -250,6 +323,23 @@ def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
         ({"grid": {"threads": [1, 64]}}, "grid[0].threads: 64 exceeds the"),
         ({"workload": {"models": {"mlp512": {"batch_size": 512, "n_samples": 100}}}},
          "workload.models.mlp512: batch_size 512 exceeds n_samples 100"),
+        ({"workload": {"models": {"mlp512": {"jacobian_rows": 100000}}}},
+         "workload.models.mlp512.jacobian_rows: 100000 exceeds"),
+        ({"workload": {"budget_s": 0}}, "budget_s"),
+        ({"workload": {"tasks": {"hessian": {"iterations": 3}}}},
+         "workload.tasks: unknown task 'hessian'"),
+        ({"workload": {"tasks": {"backward": {"batch_size": 3}}}},
+         "'batch_size' was unexpected"),
+        ({"grid": {"frameworks": {"torch": []}}}, "'torch'"),
+        ({"grid": {"frameworks": {"torch": ["eager", "eager"]}}}, "non-unique"),
+        ({"grid": {"seeds": [-1]}}, "'seeds'"),
+        ({"grid": {"threads": [0]}}, "'threads'"),
+        ({"every_grid": {"seeds": "zero"}}, "'every_grid'"),
+        ({"environments": "docker"}, "'docker' is not one of"),
+        ({"gradient_check": {"tolerance": -1}}, "'tolerance'"),
+        ({"gradient_check": {"models": {"resnet9000": 1e-3}}},
+         "gradient_check.models: unknown model 'resnet9000'"),
+        ({"figures": {"first_iterations": 1}}, "'first_iterations'"),
     ],
 )
 def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, named):
@@ -271,6 +361,33 @@ def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, na
     assert result.returncode != 0
     assert named in result.stdout + result.stderr
     assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        # A grid on the command line replaces the file's grids: the message shows the way.
+        ("grid={seeds: [0, 1]}", "--config 'every_grid={seeds: [0, 1, 2]}'"),
+        ("every_grid={seeds: [zero]}", "'zero' is not of type 'integer'"),
+        ("workload={models: {mlp512: {iterations: -3}}}", "-3 is less than the minimum"),
+    ],
+)
+def test_bad_command_line_overrides_name_the_fault(tmp_path, override, named):
+    workdir = fresh_checkout(tmp_path)
+    result = snakemake(workdir, "-n", "--config", override)
+    assert result.returncode != 0
+    assert named in result.log, result.log[-3000:]
+    assert not (workdir / "results").exists()
+
+
+def test_command_line_overrides_are_read_by_the_schema(tmp_path):
+    """--config values arrive as strings; numbers where the schema wants numbers."""
+    workdir = fresh_checkout(tmp_path)
+    result = snakemake(workdir, "-n", "--config", "environments=venv",
+                       "every_grid={seeds: [0, 2]}", "workload={iterations: 7}")
+    assert result.returncode == 0, result.log[-3000:]
+    assert "seed=2" in result.log and not re.search(r"seed=1\b", result.log)
+    assert "--iterations 7 " in result.log
 
 
 def test_lint_and_format_are_clean():

@@ -23,7 +23,7 @@ rule aggregate:
         settings=json.dumps(
             {
                 "grid": GRIDS,
-                "workload": WORKLOAD,
+                "workload": without_budgets(WORKLOAD),
                 "gradient_check": config["gradient_check"],
             }
         ),

@@ -2,10 +2,12 @@
 # before any job: a bad config stops here with a message naming the key at fault.
 import dataclasses
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
+import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
@@ -16,12 +18,56 @@ sys.path.insert(0, str(SCRIPTS))
 
 from adbench import reference, spec  # noqa: E402  (numpy only: no framework is imported)
 
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def coerce_by_schema(value, schema, defs):
+    """--config values arrive as strings (Snakemake reads them with YAML's BaseLoader, so
+    `--config 'every_grid={seeds: [0, 1]}'` gives ['0', '1']): read a string as YAML where
+    the schema wants a number, an integer or a boolean, and leave the rest to validate."""
+    if "$ref" in schema:
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        schema = {**defs[schema["$ref"].rsplit("/", 1)[1]], **rest}
+    if isinstance(value, dict):
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        fallback = extra if isinstance(extra, dict) else {}
+        return {k: coerce_by_schema(v, props.get(k, fallback), defs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [coerce_by_schema(v, schema.get("items", {}), defs) for v in value]
+    wanted = {"integer": int, "number": (int, float), "boolean": bool}.get(schema.get("type"))
+    if isinstance(value, str) and wanted:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if isinstance(parsed, wanted) and (wanted is bool) == isinstance(parsed, bool):
+            return parsed
+    return value
+
+
+def incomplete_grids(cfg):
+    """A grid given on the command line replaces the config file's grids whole."""
+    return [
+        f"grid{f'[{i}]' if len(cfg['grid']) > 1 else ''}: no {key} (a --config grid=... "
+        "replaces every grid of the config file; to change one key of every grid, e.g. the "
+        "seeds: --config 'every_grid={seeds: [0, 1, 2]}')"
+        for i, grid in enumerate(cfg["grid"])
+        if isinstance(grid, dict)
+        for key in ("frameworks", "models", "seeds")
+        if key not in grid
+    ]
+
+
 # A single grid may be written as a mapping; the schema (and everything after it) sees a list.
 if isinstance(config.get("grid"), dict):
     config["grid"] = [config["grid"]]
-validate(config, "../schemas/config.schema.yaml")
+_schema = yaml.safe_load(SCHEMA.read_text())
+config.update(coerce_by_schema(dict(config), _schema, _schema["$defs"]))
+if isinstance(config.get("grid"), list) and incomplete_grids(config):
+    raise WorkflowError("invalid config:\n  " + "\n  ".join(incomplete_grids(config)))
+validate(config, str(SCHEMA))
 GRID_DEFAULTS = {"tasks": ["backward"], "devices": ["cpu"], "threads": [1]}
-GRIDS = [{**GRID_DEFAULTS, **grid} for grid in config["grid"]]
+GRIDS = [{**GRID_DEFAULTS, **grid, **config.get("every_grid", {})} for grid in config["grid"]]
 
 
 def config_problems(cfg):
@@ -103,12 +149,42 @@ CELLS = list(dict.fromkeys(cell for grid in GRIDS for cell in spec.expand_grid(g
 WORKLOAD = config["workload"]
 
 
+def without_budgets(workload):
+    """The workload keys that shape the numbers: a budget does not, so changing one re-runs
+    no aggregation either."""
+    drop = lambda keys: {k: v for k, v in keys.items() if k != "budget_s"}
+    return {
+        **drop(workload),
+        "tasks": {t: drop(v) for t, v in workload["tasks"].items() if drop(v)},
+        "models": {m: drop(v) for m, v in workload["models"].items() if drop(v)},
+    }
+
+
+def cell_settings(model, task):
+    """The workload keys of a (model, task): config defaults, then the task's overrides, then
+    the model's."""
+    settings = {k: WORKLOAD[k] for k in ("warmup", "iterations", "budget_s")}
+    settings.update(WORKLOAD["tasks"].get(task, {}))
+    settings.update(WORKLOAD["models"].get(model, {}))
+    return settings
+
+
+def cell_budget_s(model, task):
+    """Seconds a cell's process may run (run_cell.py kills it then; its loop stops before)."""
+    return cell_settings(model, task)["budget_s"]
+
+
+def cell_runtime_min(model, task):
+    """The budget as Snakemake's runtime resource (minutes; a cluster's time limit), with a
+    minute to spare for run_cell.py to write the record of a killed cell."""
+    return math.ceil(cell_budget_s(model, task) / 60) + 1
+
+
 def cell_workload(model, task):
     """Warm-up, iterations and data sizes of a (model, task): config overrides on the spec's
     defaults (task overrides first, then the model's)."""
-    settings = {"warmup": WORKLOAD["warmup"], "iterations": WORKLOAD["iterations"]}
-    settings.update(WORKLOAD["tasks"].get(task, {}))
-    settings.update(WORKLOAD["models"].get(model, {}))
+    settings = cell_settings(model, task)
+    settings.pop("budget_s")
     workload = spec.Workload(model=model, seed=0, task=task, **settings)
     return {
         k: getattr(workload, k)
@@ -215,7 +291,8 @@ def code(script, *modules):
 
 def measure_code(wildcards):
     backend = f"backends/{spec.FRAMEWORKS[wildcards.framework].backend}.py"
-    return code("measure.py", *HARNESS, backend)
+    measure, *modules = code("measure.py", *HARNESS, backend)
+    return [measure, str(SCRIPTS / "run_cell.py"), *modules]  # code[1]: its supervisor
 
 
 # ------------------------------------------------------------------ cells and outputs
@@ -234,6 +311,25 @@ def data_args(model, task):
         f"--batch-size {w['batch_size']} --n-samples {w['n_samples']} "
         f"--jacobian-rows {w['jacobian_rows']}"
     )
+
+
+# A line per kill of a cell's timing process (run_cell.py); outside results/raw, so it
+# outlives the cell's outputs.
+KILLED_LOG = spec.RAW_PATTERN.replace("results/raw/", "results/killed/").replace(
+    ".parquet", ".log"
+)
+
+
+def killed_log(wildcards):
+    return KILLED_LOG.format(**dict(wildcards.items()))
+
+
+def times_killed(wildcards):
+    path = killed_log(wildcards)
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for _ in f)
 
 
 def workload_args(model, task):

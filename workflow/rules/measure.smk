@@ -20,16 +20,25 @@ rule measure:
         lambda wc: env_file(framework_env(wc))
     threads: lambda wc: int(wc.threads)
     # Timing jobs never share the machine with each other (limit set in profiles/default).
+    # The time budget is a resource, not a parameter: raising it re-times nothing.
     resources:
         timing_lock=1,
+        # A string: Snakemake's numeric resources are integers, a budget may be 0.5 s.
+        budget_s=lambda wc, attempt: f"{cell_budget_s(wc.model, wc.task) * attempt:g}",
+        runtime=lambda wc, attempt: cell_runtime_min(wc.model, wc.task) * attempt,
     params:
         python=lambda wc: env_python(framework_env(wc)),
         workload=lambda wc: workload_args(wc.model, wc.task),
+        killed_log=killed_log,
+        # Changes when run_cell.py records a kill: the next run re-times that cell alone.
+        times_killed=times_killed,
     shell:
+        "{params.python} {input.code[1]} --budget-s {resources.budget_s} "
+        "--killed-log {params.killed_log} -- "
         "{params.python} {input.code[0]} --framework {wildcards.framework} "
         "--mode {wildcards.mode} --model {wildcards.model} --task {wildcards.task} "
         "--device {wildcards.device} --threads {wildcards.threads} --granted-threads {threads} "
-        "--seed {wildcards.seed} "
+        "--seed {wildcards.seed} --budget-s {resources.budget_s} "
         "{params.workload} --out {output.raw} --gradients {output.gradients} > {log} 2>&1"
 
 

@@ -56,6 +56,26 @@ def cell_record(path: str) -> dict:
     }
 
 
+def mixed_measurements(cells: pd.DataFrame) -> list[str]:
+    """What would average unlike measurements into one number: ok cells of one device
+    measured on different machines (CPU model and count, device name), or a framework's
+    cells measured with different library versions."""
+    ok = cells[cells["status"] == "ok"]
+    problems = []
+    for device, group in ok.groupby("device"):
+        machines = group[["cpu_model", "cpu_count", "device_name"]].astype(str).agg(
+            " / ".join, axis=1)
+        if machines.nunique() > 1:
+            counts = "; ".join(f"{m} ({n} cells)" for m, n in machines.value_counts().items())
+            problems.append(f"{device} cells measured on different machines: {counts}")
+    for framework, group in ok.groupby("framework"):
+        if group["versions"].nunique() > 1:
+            counts = "; ".join(f"{v} ({n} cells)"
+                               for v, n in group["versions"].value_counts().items())
+            problems.append(f"{framework} cells measured with different versions: {counts}")
+    return problems
+
+
 def union(lists) -> list:
     """The values of several grids' lists, each once, sorted."""
     return sorted({value for values in lists for value in values})
@@ -109,9 +129,17 @@ def main(argv=None) -> int:
 
     iterations = pd.concat([pq.read_table(f).to_pandas() for f in args.raw], ignore_index=True)
     cells = pd.DataFrame([cell_record(f) for f in args.raw])
-    trials = stats.trial_stats(iterations)
+    mixed = mixed_measurements(cells)
+    if mixed:
+        print("aggregate: refusing to average unlike measurements into one number:\n  "
+              + "\n  ".join(mixed) + "\nRe-time one side (delete its raw files under "
+              "results/raw/ and re-run) so every cell of the results tree comes from one "
+              "machine and one set of versions.", file=sys.stderr)
+        return 1
+    summarised = stats.rows_of_ok_cells(iterations, cells)
+    trials = stats.trial_stats(summarised)
     summary = stats.across_seeds(trials)
-    first = stats.first_iteration_stats(iterations)
+    first = stats.first_iteration_stats(summarised)
     cells = stats.with_time_to_first_step(cells, first)
 
     iterations.to_parquet(out("iterations.parquet"), index=False)

@@ -47,6 +47,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--n-samples", type=int, help="default: the model's")
     p.add_argument("--jacobian-rows", type=int, help="output rows of a Jacobian task "
                    "(default: the model's)")
+    p.add_argument("--budget-s", type=float, help="the cell's time budget, from process "
+                   "start: no iteration starts once it is nearly spent (status timeout, the "
+                   "iterations done are kept); run_cell.py kills the process at the budget")
     p.add_argument("--cache-dir", default="results/cache", help="compile caches of the "
                    "frameworks (ADBENCH_CACHE_DIR for the backend); default %(default)s")
     p.add_argument("--out", required=True, help="raw Parquet file to write")
@@ -56,14 +59,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.mode not in spec.FRAMEWORKS[args.framework].modes:
         p.error(spec.invalid_pairs({args.framework: [args.mode]})[0])
     sizes = (args.threads, args.iterations, args.batch_size, args.n_samples, args.jacobian_rows)
-    if min(s for s in sizes if s is not None) < 1 or args.warmup < 0:
+    if (min(s for s in sizes if s is not None) < 1 or args.warmup < 0
+            or (args.budget_s is not None and args.budget_s <= 0)):
         p.error("threads, iterations, batch size, samples and Jacobian rows must be >= 1; "
-                "warm-up >= 0")
+                "warm-up >= 0; a budget > 0")
     return args
 
 
 def log(message: str) -> None:
     print(f"[measure {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class TimeBudgetSpent(Exception):
+    """The timed loop stopped early: the cell's budget ran out."""
+
+
+def loop_deadline(budget_s: float | None) -> float | None:
+    """The perf_counter reading after which no iteration starts: the budget counts from the
+    process's start, less a reserve for writing the files (run_cell.py kills at the budget)."""
+    if budget_s is None:
+        return None
+    reserve = min(60.0, 0.1 * budget_s)
+    return time.perf_counter() + budget_s - reserve - (time.time() - SCRIPT_START)
 
 
 def check_threads(reported: dict, wanted: int) -> None:
@@ -73,18 +90,27 @@ def check_threads(reported: dict, wanted: int) -> None:
         raise RuntimeError(f"asked for {wanted} threads, the framework reports {wrong}")
 
 
-def measure(args: argparse.Namespace) -> int:
-    cell = spec.Cell(args.framework, args.mode, args.model, args.task, args.device,
+def cell_of(args: argparse.Namespace) -> spec.Cell:
+    return spec.Cell(args.framework, args.mode, args.model, args.task, args.device,
                      args.threads, args.seed)
-    workload = spec.Workload(model=args.model, seed=args.seed, task=args.task,
-                             n_samples=args.n_samples, batch_size=args.batch_size,
-                             warmup=args.warmup, iterations=args.iterations,
-                             jacobian_rows=args.jacobian_rows)
+
+
+def workload_of(args: argparse.Namespace) -> spec.Workload:
+    return spec.Workload(model=args.model, seed=args.seed, task=args.task,
+                         n_samples=args.n_samples, batch_size=args.batch_size,
+                         warmup=args.warmup, iterations=args.iterations,
+                         jacobian_rows=args.jacobian_rows)
+
+
+def starting_info(args: argparse.Namespace) -> dict:
+    """The provenance known before anything runs (the record run_cell.py writes too)."""
+    cell, workload = cell_of(args), workload_of(args)
     mode_info = spec.FRAMEWORKS[args.framework].modes[args.mode]
-    info = {
+    return {
         "schema_version": None,
         "cell": dataclasses.asdict(cell),
         "workload": dataclasses.asdict(workload),
+        "budget_s": args.budget_s,
         "config_hash": provenance.config_hash(
             {"cell": dataclasses.asdict(cell), "workload": dataclasses.asdict(workload)}),
         "mode_description": mode_info.description,
@@ -100,6 +126,25 @@ def measure(args: argparse.Namespace) -> int:
         "script_started_at_epoch": SCRIPT_START,
         **provenance.git_state(os.path.dirname(os.path.abspath(__file__))),
     }
+
+
+def write_cell(args: argparse.Namespace, info: dict, status: str, message: str,
+               rows: list[dict], loss=None, grads=()) -> None:
+    """Both files of a cell, whatever its status: the report says n/a and why."""
+    info.update(
+        schema_version=schema.SCHEMA_VERSION, status=status, message=message,
+        ended_at=provenance.now_iso(), threads=args.threads,
+        frameworks_loaded=provenance.frameworks_loaded(spec.FRAMEWORKS),
+        **provenance.machine(),
+    )
+    reference.write_derivatives(args.gradients, status, loss, list(grads))
+    schema.write_raw(args.out, dataclasses.asdict(cell_of(args)), rows, info)
+    log(f"wrote {args.out} (status {status})")
+
+
+def measure(args: argparse.Namespace) -> int:
+    cell, workload = cell_of(args), workload_of(args)
+    info = starting_info(args)
     provenance.pin_threads_env(args.threads)
     os.environ["ADBENCH_CACHE_DIR"] = os.path.abspath(args.cache_dir)
     rows, status, message = [], "ok", ""
@@ -126,12 +171,18 @@ def measure(args: argparse.Namespace) -> int:
         phases["compile_s"] = prepared.compile_s
 
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
-        rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log)
+        rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log,
+                                      deadline=loop_deadline(args.budget_s))
         phases["timed_loop_s"] = time.perf_counter() - t
         # Cores the loop kept busy: checks that the thread setting took effect (a framework
         # that ignores it shows more CPU-seconds per second than threads).
         info["cpu_utilisation"] = (provenance.cpu_seconds() - cpu) / phases["timed_loop_s"]
         log(f"{len(rows)} iterations in {phases['timed_loop_s']:.2f} s")
+        if len(rows) < args.warmup + args.iterations:
+            raise TimeBudgetSpent(
+                f"time budget of {args.budget_s:g} s (workload.budget_s) spent after "
+                f"{len(rows)} of {args.warmup + args.iterations} iterations (warm-up "
+                "included); the iterations done are in the raw file")
 
         # After the timed loop, so the first timed iterations really are the first calls.
         t = time.perf_counter()
@@ -139,22 +190,18 @@ def measure(args: argparse.Namespace) -> int:
         phases["gradients_s"] = time.perf_counter() - t
     except Exception as exc:  # recorded in the file: the report says n/a and why
         unsupported = isinstance(exc, UnsupportedCell)
-        status = "unsupported" if unsupported else "failed"
-        message = f"{type(exc).__name__}: {exc}"
+        timeout = isinstance(exc, TimeBudgetSpent)
+        status = "unsupported" if unsupported else "timeout" if timeout else "failed"
+        message = str(exc) if timeout else f"{type(exc).__name__}: {exc}"
         log(f"{status}: {message}")
-        if not unsupported:
+        if not (unsupported or timeout):
             traceback.print_exc()
-        rows, grads = [], []
+        if not timeout:  # a timed-out cell keeps the iterations it completed
+            rows = []
+        grads = []
 
-    info.update(
-        schema_version=schema.SCHEMA_VERSION, status=status, message=message,
-        phases=phases, ended_at=provenance.now_iso(), threads=args.threads,
-        frameworks_loaded=provenance.frameworks_loaded(spec.FRAMEWORKS),
-        **provenance.machine(),
-    )
-    reference.write_derivatives(args.gradients, status, loss, grads)
-    schema.write_raw(args.out, dataclasses.asdict(cell), rows, info)
-    log(f"wrote {args.out} (status {status})")
+    info["phases"] = phases
+    write_cell(args, info, status, message, rows, loss, grads)
     return 0
 
 

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 1
 METADATA_KEY = b"adbench.provenance"
-STATUSES = ("ok", "unsupported", "failed")
+# timeout: the cell's time budget ran out (its completed iterations kept, never summarised).
+STATUSES = ("ok", "unsupported", "failed", "timeout")
 PHASES = ("warmup", "measured")
 # Timed quantities, seconds. Eager modes fill all three; compiled modes only step_s.
 QUANTITIES = ("forward_s", "backward_s", "step_s")

@@ -16,6 +16,15 @@ from adbench.spec import CELL_FIELDS
 CONDITION_FIELDS = tuple(f for f in CELL_FIELDS if f != "seed")
 
 
+def rows_of_ok_cells(iterations: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """The rows the statistics use: a timed-out cell keeps its iterations in the raw data,
+    but a partial run never enters a mean."""
+    ok = cells.loc[cells["status"] == "ok", list(CELL_FIELDS)]
+    keep = pd.MultiIndex.from_frame(iterations[list(CELL_FIELDS)]).isin(
+        pd.MultiIndex.from_frame(ok))
+    return iterations[keep]
+
+
 def trial_stats(iterations: pd.DataFrame) -> pd.DataFrame:
     """Per cell and quantity: statistics of the measured iterations (warm-up excluded)."""
     measured = iterations[iterations["phase"] == "measured"]

@@ -25,10 +25,14 @@ def time_iterations(
     iterations: int,
     clock: Clock = DEFAULT_CLOCK,
     progress: Callable[[str], None] | None = None,
+    deadline: float | None = None,
 ) -> list[dict]:
-    """Run warm-up then measured iterations; one row per iteration, phase marked."""
+    """Run warm-up then measured iterations; one row per iteration, phase marked.  With a
+    deadline (a `clock` reading), no iteration starts after it: fewer rows come back."""
     rows = []
     for iteration in range(warmup + iterations):
+        if deadline is not None and iteration and clock() >= deadline:
+            break
         if progress is not None and iteration in (0, warmup):
             progress(f"{'warm-up' if iteration < warmup else 'measured'} phase starts")
         sample = stepper.run(iteration, clock)

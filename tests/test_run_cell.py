@@ -1,0 +1,122 @@
+"""run_cell.py and measure.py's time budget, with real processes: a child that hangs, one
+killed by SIGKILL, one interrupted, and a real PyTorch cell whose budget runs out."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from adbench import reference, schema
+
+SCRIPTS = os.path.join(os.path.dirname(__file__), os.pardir, "workflow", "scripts")
+RUN_CELL = os.path.join(SCRIPTS, "run_cell.py")
+MEASURE = os.path.join(SCRIPTS, "measure.py")
+
+
+def measure_args(tmp_path, iterations=5, model="mlp512", *extra):
+    return ["--framework", "torch", "--mode", "eager", "--model", model, "--task",
+            "backward", "--device", "cpu", "--threads", "1", "--seed", "0", "--warmup", "2",
+            "--iterations", str(iterations), "--n-samples", "512",
+            "--out", str(tmp_path / "raw.parquet"), "--gradients", str(tmp_path / "g.npz"),
+            *extra]
+
+
+def child_script(tmp_path, body: str) -> str:
+    """A stand-in for measure.py (run_cell passes it measure.py's arguments)."""
+    path = tmp_path / "child.py"
+    path.write_text(f"import os, signal, sys, time\n{body}\n")
+    return str(path)
+
+
+def run_cell(tmp_path, child: list[str], budget_s: float = 60, **kwargs):
+    cmd = [sys.executable, RUN_CELL, "--budget-s", str(budget_s),
+           "--killed-log", str(tmp_path / "killed.log"), "--", *child]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def test_a_child_killed_by_sigkill_is_recorded_failed_and_logged(tmp_path):
+    child = [sys.executable, child_script(tmp_path, "os.kill(os.getpid(), signal.SIGKILL)"),
+             *measure_args(tmp_path)]
+    done = run_cell(tmp_path, child)
+    assert done.returncode == 0, done.stderr
+    info = schema.read_provenance(str(tmp_path / "raw.parquet"))
+    assert info["status"] == "failed"
+    assert "killed by SIGKILL" in info["message"] and "out-of-memory" in info["message"]
+    assert info["cell"]["model"] == "mlp512" and info["workload"]["iterations"] == 5
+    assert pq.read_table(tmp_path / "raw.parquet").num_rows == 0
+    assert reference.read_derivatives(str(tmp_path / "g.npz"))[0] == "failed"
+    assert len((tmp_path / "killed.log").read_text().splitlines()) == 1
+    run_cell(tmp_path, child)  # a second kill: a second line, so a second re-try
+    assert len((tmp_path / "killed.log").read_text().splitlines()) == 2
+
+
+def test_a_hanging_child_is_killed_at_the_budget_and_recorded_timeout(tmp_path):
+    child = [sys.executable, child_script(tmp_path, "time.sleep(120)"),
+             *measure_args(tmp_path)]
+    start = time.monotonic()
+    done = run_cell(tmp_path, child, budget_s=2)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 60  # killed at 2 s, not after the child's 120 s
+    info = schema.read_provenance(str(tmp_path / "raw.parquet"))
+    assert info["status"] == "timeout" and "budget of 2 s" in info["message"]
+    assert not (tmp_path / "killed.log").exists()  # a timeout is not re-tried by itself
+
+
+def test_a_child_that_wrote_its_files_is_left_alone(tmp_path):
+    body = ("out = sys.argv[sys.argv.index('--out') + 1]; open(out, 'w').write('mine'); "
+            "g = sys.argv[sys.argv.index('--gradients') + 1]; open(g, 'w').write('mine')")
+    child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
+    assert run_cell(tmp_path, child).returncode == 0
+    assert (tmp_path / "raw.parquet").read_text() == "mine"
+
+
+def test_an_error_of_the_job_itself_fails_the_job(tmp_path):
+    child = [sys.executable, child_script(tmp_path, "sys.exit(2)"), *measure_args(tmp_path)]
+    assert run_cell(tmp_path, child).returncode == 2
+    assert not (tmp_path / "raw.parquet").exists()
+
+
+def test_sigterm_stops_the_child_and_writes_nothing(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    body = f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
+    cmd = [sys.executable, RUN_CELL, "--budget-s", "100", "--killed-log",
+           str(tmp_path / "killed.log"), "--", *child]
+    parent = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) == 130
+    child_pid = int(pid_file.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child_pid, 0)  # gone, not orphaned
+    assert not (tmp_path / "raw.parquet").exists()
+
+
+def test_a_real_cell_over_its_budget_keeps_the_iterations_it_completed(tmp_path):
+    """measure.py under run_cell, PyTorch eager: a million iterations in a 15 s budget."""
+    child = [sys.executable, MEASURE, *measure_args(tmp_path, 10**6, "mlp512", "--budget-s",
+                                                    "15")]
+    start = time.monotonic()
+    done = run_cell(tmp_path, child, budget_s=15,
+                    env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    wall = time.monotonic() - start
+    assert done.returncode == 0, done.stderr
+    assert wall < 15 + 10, wall  # stopped by its own deadline, files written in time
+    info = schema.read_provenance(str(tmp_path / "raw.parquet"))
+    assert info["status"] == "timeout", info["message"]
+    assert "budget of 15 s" in info["message"] and "of 1000002 iterations" in info["message"]
+    rows = pq.read_table(tmp_path / "raw.parquet").to_pandas()
+    assert len(rows) > 2 and (rows["phase"] == "measured").any()
+    assert np.all(rows["step_s"] > 0)
+    assert info["budget_s"] == 15

@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""Run one timing job (measure.py) as a child process, under its time budget, so that a
+cell is never lost: what the child cannot record itself is recorded here.
+
+    python run_cell.py --budget-s 3600 --killed-log results/killed/....log -- \
+        python measure.py --framework torch ... --out RAW --gradients NPZ
+
+- measure.py stops its own timed loop before the budget runs out (status timeout, the
+  iterations done kept).  A child still running at the budget (a compile that never ends, a
+  hang) is killed here and its cell recorded `timeout`.
+- A child killed by a signal before writing its files (SIGKILL from outside, the kernel's
+  out-of-memory killer, a segfault) is recorded `failed`, naming the signal, and a line is
+  appended to --killed-log: common.smk passes the number of such lines as a parameter of the
+  cell's job, so the next run re-times the cell (Snakemake's params trigger) and no other.
+- Interrupted (SIGINT, SIGTERM: Ctrl-C, scancel), the child is stopped and nothing is
+  written: Snakemake sees an incomplete job, and the next run (or --rerun-incomplete)
+  re-times it.
+
+Runs in the cell's environment (the records need measure.py's modules); it sleeps in
+waitpid while the child times, so it takes no CPU from the measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Interrupted(Exception):
+    pass
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" not in argv:
+        sys.exit("run_cell.py: usage: run_cell.py [options] -- python measure.py ARGS")
+    split = argv.index("--")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--budget-s", type=float, required=True,
+                   help="seconds the child may run before it is killed")
+    p.add_argument("--killed-log", required=True,
+                   help="file a line is appended to whenever the child is killed")
+    args, child = p.parse_args(argv[:split]), argv[split + 1:]
+    if args.budget_s <= 0 or not child:
+        p.error("a budget > 0 and a child command are required")
+    return args, child
+
+
+def log(message: str) -> None:
+    print(f"[run_cell {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def stop_on_signal(signum, frame):  # SIGTERM (scancel, Snakemake) as Ctrl-C is
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def run_child(child: list[str], budget_s: float) -> tuple[int | None, float]:
+    """The child's return code (None: killed at the budget) and its wall time."""
+    start = time.monotonic()
+    process = subprocess.Popen(child)
+    try:
+        return process.wait(timeout=budget_s), time.monotonic() - start
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return None, time.monotonic() - start
+    finally:  # interrupted: the child goes too (it would otherwise time on, orphaned)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def write_record(measure_argv: list[str], status: str, message: str) -> None:
+    sys.path.insert(0, HERE)
+    import measure  # noqa: E402  (only now: the cell's modules, for its record)
+
+    args = measure.parse_args(measure_argv)
+    info = measure.starting_info(args)
+    info["phases"] = {}
+    measure.write_cell(args, info, status, message, rows=[])
+
+
+def output_paths(measure_argv: list[str]) -> list[str]:
+    return [measure_argv[i + 1] for i, a in enumerate(measure_argv[:-1])
+            if a in ("--out", "--gradients")]
+
+
+def outputs_written(measure_argv: list[str]) -> bool:
+    paths = output_paths(measure_argv)
+    return len(paths) == 2 and all(os.path.exists(p) for p in paths)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, child = parse_args(sys.argv[1:] if argv is None else argv)
+    measure_argv = child[2:]  # after "python measure.py"
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    for stale in output_paths(measure_argv):  # files found later are the child's own
+        if os.path.exists(stale):
+            os.remove(stale)
+    try:
+        rc, wall = run_child(child, args.budget_s)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        log(f"interrupted ({exc or 'SIGINT'}): the cell is left to the next run")
+        return 130
+    if rc == 0 or (rc is not None and rc > 0):
+        return rc  # recorded by measure.py, or an error of the job itself (bad arguments)
+    if outputs_written(measure_argv):
+        return 0  # killed after writing both files: the cell is complete
+    if rc is None:
+        status, message = "timeout", (
+            f"killed at its time budget of {args.budget_s:g} s (workload.budget_s) before "
+            "measure.py finished (a compile or an iteration that did not end): no "
+            "iterations recorded")
+    else:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        status, message = "failed", (
+            f"the timing process was killed by {name} after {wall:.0f} s, before writing its "
+            "results (killed from outside, or by the kernel's out-of-memory killer: see "
+            "dmesg); the next run re-times this cell")
+        os.makedirs(os.path.dirname(args.killed_log) or ".", exist_ok=True)
+        with open(args.killed_log, "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {name} after {wall:.0f} s\n")
+    log(f"{status}: {message}")
+    write_record(measure_argv, status, message)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
