@@ -61,12 +61,21 @@ def run_pipeline(workdir: Path, snakemake_args: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def results_tree(workdir: Path) -> Path:
+    """The run's results tree: results/, or the folder its config's `results` key names."""
+    trees = [d for d in sorted(workdir.glob("results*")) if (d / "raw").is_dir()]
+    if len(trees) != 1:
+        raise SystemExit(f"{workdir}: expected one results tree with raw/, found {trees}")
+    return trees[0]
+
+
 def job_costs(workdir: Path) -> pd.DataFrame:
     """One row per timing job: its wall time split into phases."""
     rows = []
-    for raw in sorted(glob.glob(str(workdir / "results/raw/**/*.parquet"), recursive=True)):
+    tree = results_tree(workdir)
+    for raw in sorted(glob.glob(str(tree / "raw/**/*.parquet"), recursive=True)):
         info = schema.read_provenance(raw)
-        bench = raw.replace("/results/raw/", "/results/benchmarks/measure/")
+        bench = str(tree / "benchmarks/measure" / Path(raw).relative_to(tree / "raw"))
         job_s = float(pd.read_csv(bench.replace(".parquet", ".tsv"), sep="\t")["s"].iloc[0])
         phases = info.get("phases", {})
         started = info.get("process_started_at_epoch")
@@ -83,10 +92,11 @@ def job_costs(workdir: Path) -> pd.DataFrame:
 
 def rule_times(workdir: Path) -> pd.Series:
     """Seconds per rule from Snakemake's benchmark files (timing jobs only have them)."""
-    files = glob.glob(str(workdir / "results/benchmarks/**/*.tsv"), recursive=True)
+    benchmarks = results_tree(workdir) / "benchmarks"
+    files = glob.glob(str(benchmarks / "**/*.tsv"), recursive=True)
     totals = {}
     for f in files:
-        rule = Path(f).relative_to(workdir / "results/benchmarks").parts[0]
+        rule = Path(f).relative_to(benchmarks).parts[0]
         totals[rule] = totals.get(rule, 0.0) + float(pd.read_csv(f, sep="\t")["s"].iloc[0])
     return pd.Series(totals, dtype=float)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -72,3 +73,20 @@ def test_building_needs_prefix_and_receipt(capsys):
         build_env.main([str(ROOT / "envs" / "torch.yaml")])
     assert error.value.code != 0
     assert "--prefix" in capsys.readouterr().err
+
+
+def test_pins_that_cannot_be_installed_give_a_failed_receipt(tmp_path):
+    """With --record-failure (the pipeline's way) the receipt says failed and why; without
+    it the build fails.  The pin is a wheel file that does not exist: no index is asked."""
+    pins = tmp_path / "broken.yaml"
+    pins.write_text("dependencies:\n  - pip:\n"
+                    "      - adbench-missing @ file:///nonexistent/adbench_missing-1.0-py3-none-any.whl\n")
+    receipt = tmp_path / "broken.json"
+    args = [str(pins), "--prefix", str(tmp_path / "venv"), "--receipt", str(receipt)]
+    with pytest.raises(SystemExit, match="broken.yaml"):
+        build_env.main(args)
+    assert not receipt.exists()
+    assert build_env.main([*args, "--record-failure"]) == 0
+    written = json.loads(receipt.read_text())
+    assert written["status"] == "failed" and written["env_file"] == str(pins)
+    assert "nonexistent" in written["message"] or "adbench" in written["message"], written

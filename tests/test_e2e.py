@@ -29,6 +29,7 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONFIG = ".test/config.yaml"
 TINY = yaml.safe_load((REPO / TEST_CONFIG).read_text())
+OUT = TINY["results"]  # the tiny config's results tree
 
 
 def fresh_checkout(dest: Path) -> Path:
@@ -63,26 +64,26 @@ def tiny_cells():
 
 
 def provenance(run, cell):
-    return schema.read_provenance(run / cell.raw_path)
+    return schema.read_provenance(run / OUT / cell.raw_path)
 
 
 def test_every_output_is_produced(run):
     for cell in tiny_cells():
-        assert (run / cell.raw_path).is_file() and (run / cell.gradient_path).is_file()
+        assert (run / OUT / cell.raw_path).is_file() and (run / OUT / cell.gradient_path).is_file()
     for name in spec.TABLE_NAMES:
         for ext in ("csv", "md", "tex"):
-            assert (run / f"results/tables/{name}.{ext}").stat().st_size > 0
+            assert (run / OUT / f"tables/{name}.{ext}").stat().st_size > 0
     for name in ("first_iterations", "jacobians"):
         for ext in ("pdf", "png"):
-            assert (run / f"results/figures/{name}.{ext}").stat().st_size > 0
-    assert (run / "results/checks/gradients.csv").is_file()
-    assert (run / "results/paper/paper.pdf").read_bytes()[:4] == b"%PDF"
+            assert (run / OUT / f"figures/{name}.{ext}").stat().st_size > 0
+    assert (run / OUT / "checks/gradients.csv").is_file()
+    assert (run / OUT / "paper/paper.pdf").read_bytes()[:4] == b"%PDF"
 
 
 def test_raw_files_follow_the_contract(run):
     workload = TINY["workload"]
     for cell in tiny_cells():
-        table = pq.read_table(run / cell.raw_path)
+        table = pq.read_table(run / OUT / cell.raw_path)
         assert table.schema.remove_metadata() == schema.RAW_SCHEMA
         rows = table.to_pandas()
         info = provenance(run, cell)
@@ -122,7 +123,7 @@ def table_cells(table):
 
 def test_tables_have_every_cell(run):
     for table in spec.TABLES:
-        tidy = pd.read_csv(run / f"results/tables/{table.name}.csv", keep_default_na=False,
+        tidy = pd.read_csv(run / OUT / f"tables/{table.name}.csv", keep_default_na=False,
                            na_values=[""])
         cells = table_cells(table)
         assert set(zip(tidy["framework"], tidy["mode"], tidy["model"], tidy["task"])) == {
@@ -143,20 +144,20 @@ def test_tables_have_every_cell(run):
 
 
 def test_derivatives_agree_with_the_reference_and_across_frameworks(run):
-    check = pd.read_csv(run / "results/checks/gradients.csv", keep_default_na=False,
+    check = pd.read_csv(run / OUT / "checks/gradients.csv", keep_default_na=False,
                         na_values=[""])
     assert len(check) == len(tiny_cells())
     ok = check[check["status"] == "ok"]
     assert ok["passed"].all()
     assert ok["ref_rel_error"].max() < 1e-5 and ok["max_rel_error"].max() < 1e-5
     assert (check.loc[check["status"] != "ok", "passed"] == False).all()  # noqa: E712
-    references = sorted((run / "results/reference").rglob("*.npz"))
+    references = sorted((run / OUT / "reference").rglob("*.npz"))
     assert {(p.parent.parent.name, p.parent.name) for p in references} == {
         (c.model, spec.TASKS[c.task].derivative) for c in tiny_cells()}
 
 
 def test_timing_jobs_never_overlap(run):
-    cells = pd.read_parquet(run / "results/aggregate/cells.parquet")
+    cells = pd.read_parquet(run / OUT / "aggregate/cells.parquet")
     spans = sorted(zip(pd.to_datetime(cells["started_at"]), pd.to_datetime(cells["ended_at"])))
     for (_, end), (start, _) in zip(spans, spans[1:]):
         assert start >= end, "two timing jobs ran at the same time"
@@ -172,15 +173,15 @@ def test_rerun_redoes_only_what_is_missing(run):
     assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
     # An interrupted run: one cell and everything downstream of the cells never written.
     victim = tiny_cells()[0]
-    (run / victim.raw_path).unlink()
+    (run / OUT / victim.raw_path).unlink()
     for downstream in ("aggregate", "tables", "checks", "figures", "paper"):
-        shutil.rmtree(run / "results" / downstream)
-    others = {c.raw_path: (run / c.raw_path).stat().st_mtime_ns for c in tiny_cells()[1:]}
+        shutil.rmtree(run / OUT / downstream)
+    others = {c.raw_path: (run / OUT / c.raw_path).stat().st_mtime_ns for c in tiny_cells()[1:]}
     result = snakemake(run, "--cores", "2", "--config", "environments=venv")
     assert result.returncode == 0, result.log[-4000:]
     assert planned_jobs(result.log).count("measure") == 1
-    assert f"Missing output files: {victim.raw_path}" in result.log
-    assert all((run / p).stat().st_mtime_ns == t for p, t in others.items())
+    assert f"Missing output files: {OUT}/{victim.raw_path}" in result.log
+    assert all((run / OUT / p).stat().st_mtime_ns == t for p, t in others.items())
 
 
 def test_template_edit_rebuilds_only_the_paper(run):
@@ -209,8 +210,8 @@ def test_editing_one_pin_file_rebuilds_that_environment_alone(run):
         os.utime(pins, ns=(before.st_atime_ns, before.st_mtime_ns))
     jobs = planned_jobs(plan)
     assert jobs.count("build_venv") == 1 and jobs.count("measure") == counts[framework], plan
-    measured = [line.split("results/raw/", 1)[1] for line in plan.splitlines()
-                if line.strip().startswith("output: results/raw/")]
+    measured = [line.split(f"{OUT}/raw/", 1)[1] for line in plan.splitlines()
+                if line.strip().startswith(f"output: {OUT}/raw/")]
     assert measured and all(path.split("/")[1] == framework for path in measured), measured
 
 
@@ -224,14 +225,14 @@ def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
             for tool in os.listdir(directory):
                 if tool not in tex and not (shadow / tool).exists():
                     (shadow / tool).symlink_to(os.path.join(directory, tool))
-    for output in ("results/paper", "results/tables"):
+    for output in (f"{OUT}/paper", f"{OUT}/tables"):
         shutil.rmtree(run / output)
     env = {**os.environ, "PATH": str(shadow)}
     result = snakemake(run, "--cores", "2", "--config", "environments=venv", env=env)
     assert result.returncode != 0
     assert "apt-get install" in result.log and "latexmk" in result.log
-    assert (run / "results/tables/table1_eager.csv").is_file()
-    assert not (run / "results/paper/paper.pdf").exists()
+    assert (run / OUT / "tables/table1_eager.csv").is_file()
+    assert not (run / OUT / "paper/paper.pdf").exists()
 
 
 def measure_pid(cell) -> int | None:
@@ -242,14 +243,14 @@ def measure_pid(cell) -> int | None:
         except OSError:
             continue
         if (len(argv) > 1 and argv[1].endswith(b"measure.py")
-                and cell.raw_path.encode() in argv):
+                and f"{OUT}/{cell.raw_path}".encode() in argv):
             return int(pid)
     return None
 
 
 def cell_note(run, cell) -> str:
     """What the tables say about a cell's condition (status and reason)."""
-    notes = pd.concat(pd.read_csv(f) for f in (run / "results/tables").glob("*.csv"))
+    notes = pd.concat(pd.read_csv(f) for f in (run / OUT / "tables").glob("*.csv"))
     mine = notes[(notes["model"] == cell.model) & (notes["task"] == cell.task)
                  & (notes["framework"] == cell.framework) & (notes["mode"] == cell.mode)]
     return " ".join(mine["note"].fillna("").astype(str))
@@ -260,7 +261,7 @@ def test_a_cell_killed_mid_run_is_recorded_then_retimed_alone(run):
     says what happened, and the next run re-times that cell and nothing else."""
     cell = next(c for c in tiny_cells() if c.framework == "torch" and c.seed == 1)
     cmd = [sys.executable, "-m", "snakemake", "--configfile", TEST_CONFIG, "--cores", "2",
-           "--config", "environments=venv", "--forcerun", cell.raw_path]
+           "--config", "environments=venv", "--forcerun", f"{OUT}/{cell.raw_path}"]
     job = subprocess.Popen(cmd, cwd=run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
     killed = False
@@ -276,7 +277,7 @@ def test_a_cell_killed_mid_run_is_recorded_then_retimed_alone(run):
     info = provenance(run, cell)
     assert info["status"] == "failed" and "killed by SIGKILL" in info["message"], info
     assert "killed by SIGKILL" in cell_note(run, cell)
-    assert (run / "results/paper/paper.pdf").is_file()
+    assert (run / OUT / "paper/paper.pdf").is_file()
 
     plan = planned_jobs(snakemake(run, "-n", "--config", "environments=venv").log)
     assert plan.count("measure") == 1, plan
@@ -285,11 +286,95 @@ def test_a_cell_killed_mid_run_is_recorded_then_retimed_alone(run):
     assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
 
 
+def test_an_environment_that_cannot_be_built_fails_its_cells_alone(run):
+    """A pin that cannot be installed (a wheel that does not exist: no index is asked):
+    that framework's cells are recorded failed with the installer's message, every other
+    cell and the paper are built; fixing the pins rebuilds the environment and re-times."""
+    pins = run / "envs" / "autograd.yaml"
+    good = pins.read_text()
+    broken = "adbench-missing @ file:///nonexistent/adbench_missing-1.0-py3-none-any.whl"
+    pins.write_text(good.replace("      - autograd==", f"      - {broken}\n      - autograd=="))
+    mine = [c for c in tiny_cells() if c.framework == "autograd"]
+    try:
+        result = snakemake(run, "--cores", "2", "--config", "environments=venv")
+        assert result.returncode == 0, result.log[-6000:]
+        for cell in mine:
+            info = provenance(run, cell)
+            assert info["status"] == "failed", info
+            assert "envs/autograd.yaml" in info["message"], info["message"]
+            assert "adbench_missing" in info["message"], info["message"]
+        assert "could not be built" in cell_note(run, mine[0])
+        others = [c for c in tiny_cells() if c.framework != "autograd"]
+        assert all(provenance(run, c)["status"] in ("ok", "unsupported") for c in others)
+        assert (run / OUT / "paper/paper.pdf").read_bytes()[:4] == b"%PDF"
+    finally:
+        pins.write_text(good)
+    result = snakemake(run, "--cores", "2", "--config", "environments=venv")
+    assert result.returncode == 0, result.log[-6000:]
+    assert all(provenance(run, c)["status"] == "ok" for c in mine)
+
+
+def test_two_configs_keep_their_own_results(run):
+    """A second config (its file has no `results` key: results-<name>/) measures a cell the
+    tiny config also has, with other settings; neither overwrites the other."""
+    other = {**TINY, "grid": [{"frameworks": {"torch": ["eager"]}, "models": ["mlp512"],
+                               "seeds": [0]}],
+             "workload": {**TINY["workload"], "iterations": 5}}
+    del other["results"]
+    (run / "other.yaml").write_text(yaml.safe_dump(other))
+    cell = next(c for c in tiny_cells() if (c.framework, c.mode, c.model, c.seed)
+                == ("torch", "eager", "mlp512", 0))
+    before = (run / OUT / cell.raw_path).stat().st_mtime_ns
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--configfile", "other.yaml", "--cores", "2",
+         "--config", "environments=venv"], cwd=run, capture_output=True, text=True,
+        timeout=1500)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    mine = schema.read_provenance(run / "results-other" / cell.raw_path)
+    assert mine["workload"]["iterations"] == 5
+    assert (run / "results-other/paper/paper.pdf").read_bytes()[:4] == b"%PDF"
+    assert (run / OUT / cell.raw_path).stat().st_mtime_ns == before
+    assert provenance(run, cell)["workload"]["iterations"] == TINY["workload"]["iterations"]
+    assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a 2-thread cell to be valid")
+def test_a_cell_that_raises_is_recorded_and_retimed_on_request(run):
+    """A cell that raises (here: given 1 core for its 2 threads, which measure.py refuses
+    rather than mislabel its numbers): recorded failed with the error, the run and the paper
+    finish, and --forcerun re-times it once the cause is gone."""
+    config = {**TINY, "results": "results-raise", "grid": [
+        {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "seeds": [0],
+         "threads": [2]}]}
+    (run / "raise.yaml").write_text(yaml.safe_dump(config))
+    cell = spec.Cell("torch", "eager", "mlp512", "backward", "cpu", 2, 0)
+    tree = run / "results-raise"
+
+    def pipeline(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "snakemake", "--configfile", "raise.yaml",
+             "--config", "environments=venv", *args],
+            cwd=run, capture_output=True, text=True, timeout=1500)
+
+    result = pipeline("--cores", "1")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    info = schema.read_provenance(tree / cell.raw_path)
+    assert info["status"] == "failed"
+    assert "RuntimeError: the job was given 1 core(s) for 2 threads" in info["message"]
+    table = pd.read_csv(tree / "tables/table1_eager.csv")
+    assert table["note"].str.contains("given 1 core").any()
+    assert (tree / "paper/paper.pdf").read_bytes()[:4] == b"%PDF"
+    assert "Nothing to be done" in pipeline("--cores", "2", "-n").stdout  # a raise is kept
+    result = pipeline("--cores", "2", "--forcerun", f"results-raise/{cell.raw_path}")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    assert schema.read_provenance(tree / cell.raw_path)["status"] == "ok"
+
+
 def test_a_cell_over_its_time_budget_is_recorded_timeout(run):
     """A budget too short for the model (here 0.05 s, a per-model override from the command
     line), shorter than Python takes to start: the cells are stopped, recorded timeout, and the report says so."""
     cells = [c for c in tiny_cells() if c.model == "rnn_cell" and c.framework == "autograd"]
-    again = ["--forcerun", *(c.raw_path for c in cells)]  # re-time these cells (README)
+    again = ["--forcerun", *(f"{OUT}/{c.raw_path}" for c in cells)]  # re-time these cells (README)
     result = snakemake(run, "--cores", "2", *again, "--config", "environments=venv",
                        "workload={models: {rnn_cell: {budget_s: 0.05}}}")
     assert result.returncode == 0, result.log[-6000:]
@@ -360,7 +445,7 @@ def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, na
     )
     assert result.returncode != 0
     assert named in result.stdout + result.stderr
-    assert not (workdir / "results").exists()
+    assert not any(workdir.glob("results*"))
 
 
 @pytest.mark.parametrize(
@@ -377,7 +462,7 @@ def test_bad_command_line_overrides_name_the_fault(tmp_path, override, named):
     result = snakemake(workdir, "-n", "--config", override)
     assert result.returncode != 0
     assert named in result.log, result.log[-3000:]
-    assert not (workdir / "results").exists()
+    assert not any(workdir.glob("results*"))
 
 
 def test_command_line_overrides_are_read_by_the_schema(tmp_path):

@@ -3,6 +3,7 @@ killed by SIGKILL, one interrupted, and a real PyTorch cell whose budget runs ou
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -35,9 +36,10 @@ def child_script(tmp_path, body: str) -> str:
     return str(path)
 
 
-def run_cell(tmp_path, child: list[str], budget_s: float = 60, **kwargs):
+def run_cell(tmp_path, child: list[str], budget_s: float = 60, receipt=None, **kwargs):
+    extra = ["--receipt", str(receipt)] if receipt else []
     cmd = [sys.executable, RUN_CELL, "--budget-s", str(budget_s),
-           "--killed-log", str(tmp_path / "killed.log"), "--", *child]
+           "--killed-log", str(tmp_path / "killed.log"), *extra, "--", *child]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kwargs)
 
 
@@ -120,3 +122,18 @@ def test_a_real_cell_over_its_budget_keeps_the_iterations_it_completed(tmp_path)
     assert len(rows) > 2 and (rows["phase"] == "measured").any()
     assert np.all(rows["step_s"] > 0)
     assert info["budget_s"] == 15
+
+
+def test_a_cell_whose_environment_could_not_be_built_is_recorded_failed(tmp_path):
+    receipt = tmp_path / "broken.json"
+    receipt.write_text(json.dumps({"status": "failed", "env_file": "envs/broken.yaml",
+                                   "message": "uv exited 1: Distribution not found"}))
+    never = tmp_path / "ran"
+    child = [sys.executable, child_script(tmp_path, f"open({str(never)!r}, 'w')"),
+             *measure_args(tmp_path)]
+    done = run_cell(tmp_path, child, receipt=receipt)
+    assert done.returncode == 0, done.stderr
+    assert not never.exists()  # the child was not started
+    info = schema.read_provenance(str(tmp_path / "raw.parquet"))
+    assert info["status"] == "failed"
+    assert "envs/broken.yaml" in info["message"] and "Distribution not found" in info["message"]

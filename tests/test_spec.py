@@ -62,10 +62,12 @@ CELL = spec.Cell("tensorflow", "graph", "mlp354x2", "backward", "cuda", 8, 12)
                                                 ("gradient_path", spec.GRADIENT_PATTERN)])
 def test_cell_from_path_round_trips(path_attr, pattern):
     path = getattr(CELL, path_attr)
-    assert path == ("results/raw/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.parquet"
+    # Relative to a results tree (results/, or the config's `results` folder).
+    assert path == ("raw/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.parquet"
                     if path_attr == "raw_path" else
-                    "results/gradients/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.npz")
+                    "gradients/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.npz")
     assert spec.cell_from_path(path, pattern) == CELL
+    assert spec.cell_from_path("results-paper/" + path, pattern) == CELL
     assert spec.cell_from_path("/abs/prefix/" + path, pattern) == CELL
 
 
@@ -75,6 +77,7 @@ def test_cell_from_path_round_trips(path_attr, pattern):
     ("results/raw/cpu/torch/eager/mlp512/backward/seed0.parquet", spec.RAW_PATTERN),
     ("results/raw/cpu/torch/eager/mlp512/backward/t1/seed0.parquet.tmp", spec.RAW_PATTERN),
     ("results/tables/table1_eager.csv", spec.RAW_PATTERN),
+    ("results/myraw/cpu/torch/eager/mlp512/backward/t1/seed0.parquet", spec.RAW_PATTERN),
 ])
 def test_cell_from_path_rejects_foreign_paths(path, pattern):
     with pytest.raises(ValueError, match="does not match"):

@@ -8,18 +8,19 @@ rule aggregate:
         raw=raw_files(),
         code=code("aggregate.py", "stats.py", "schema.py", "spec.py"),
     output:
-        iterations="results/aggregate/iterations.parquet",
-        cells="results/aggregate/cells.parquet",
-        trials="results/aggregate/trials.parquet",
-        summary="results/aggregate/summary.parquet",
-        first="results/aggregate/first_iterations.csv",
-        environment="results/aggregate/environment.json",
+        iterations=tree("aggregate/iterations.parquet"),
+        cells=tree("aggregate/cells.parquet"),
+        trials=tree("aggregate/trials.parquet"),
+        summary=tree("aggregate/summary.parquet"),
+        first=tree("aggregate/first_iterations.csv"),
+        environment=tree("aggregate/environment.json"),
     log:
-        "results/logs/aggregate.log",
+        tree("logs/aggregate.log"),
     conda:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
+        outdir=lambda w, output: os.path.dirname(output.cells),
         settings=json.dumps(
             {
                 "grid": GRIDS,
@@ -29,7 +30,7 @@ rule aggregate:
         ),
     shell:
         "{params.python} {input.code[0]} --settings {params.settings:q} "
-        "--outdir results/aggregate {input.raw} > {log} 2>&1"
+        "--outdir {params.outdir} {input.raw} > {log} 2>&1"
 
 
 rule check_gradients:
@@ -39,10 +40,10 @@ rule check_gradients:
         references=reference_files(),
         code=code("check_gradients.py", "spec.py", "reference.py"),
     output:
-        csv="results/checks/gradients.csv",
-        md="results/checks/gradients.md",
+        csv=tree("checks/gradients.csv"),
+        md=tree("checks/gradients.md"),
     log:
-        "results/logs/check_gradients.log",
+        tree("logs/check_gradients.log"),
     conda:
         env_file(spec.ANALYSIS_ENV)
     params:
@@ -57,17 +58,18 @@ rule check_gradients:
 rule tables:
     input:
         env_inputs(spec.ANALYSIS_ENV),
-        summary="results/aggregate/summary.parquet",
-        cells="results/aggregate/cells.parquet",
+        summary=tree("aggregate/summary.parquet"),
+        cells=tree("aggregate/cells.parquet"),
         code=code("make_tables.py", "tables.py", "stats.py", "spec.py"),
     output:
         TABLE_FILES,
     log:
-        "results/logs/tables.log",
+        tree("logs/tables.log"),
     conda:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
+        outdir=lambda w, output: os.path.dirname(output[0]),
     shell:
         "{params.python} {input.code[0]} --summary {input.summary} --cells {input.cells} "
-        "--outdir results/tables > {log} 2>&1"
+        "--outdir {params.outdir} > {log} 2>&1"

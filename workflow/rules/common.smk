@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -64,8 +65,28 @@ if isinstance(config.get("grid"), dict):
 _schema = yaml.safe_load(SCHEMA.read_text())
 config.update(coerce_by_schema(dict(config), _schema, _schema["$defs"]))
 if isinstance(config.get("grid"), list) and incomplete_grids(config):
-    raise WorkflowError("invalid config:\n  " + "\n  ".join(incomplete_grids(config)))
+    raise WorkflowError("\n  ".join(["invalid config:", *incomplete_grids(config)]))
 validate(config, str(SCHEMA))
+
+
+def default_results_tree():
+    """results/ for the default config, results-<name>/ for config file <name>.yaml: two
+    configs never write each other's cells (a config's `results` key names its own)."""
+    files = [Path(f) for f in workflow.configfiles]
+    if not files or files[-1].resolve() == (ROOT / "config" / "config.yaml").resolve():
+        return "results"
+    return f"results-{re.sub(r'[^A-Za-z0-9._-]', '_', files[-1].stem)}"
+
+
+config.setdefault("results", default_results_tree())
+RESULTS = config["results"].rstrip("/")
+
+
+def tree(path):
+    """A path inside this config's results tree."""
+    return f"{RESULTS}/{path}"
+
+
 GRID_DEFAULTS = {"tasks": ["backward"], "devices": ["cpu"], "threads": [1]}
 GRIDS = [{**GRID_DEFAULTS, **grid, **config.get("every_grid", {})} for grid in config["grid"]]
 
@@ -255,6 +276,11 @@ def venv_receipt(env):
     return f".venvs/{env}.json"
 
 
+def receipt_args(env):
+    """run_cell.py reads the receipt: a venv that could not be built fails the cell."""
+    return f"--receipt {venv_receipt(env)}" if ENV_MODE == "venv" else ""
+
+
 def env_inputs(env):
     """A job's environment as an input: the venv's receipt, so it is built first."""
     return [venv_receipt(env)] if ENV_MODE == "venv" else []
@@ -297,11 +323,11 @@ def measure_code(wildcards):
 
 # ------------------------------------------------------------------ cells and outputs
 def raw_files():
-    return [cell.raw_path for cell in CELLS]
+    return [tree(cell.raw_path) for cell in CELLS]
 
 
 def gradient_files():
-    return [cell.gradient_path for cell in CELLS]
+    return [tree(cell.gradient_path) for cell in CELLS]
 
 
 def data_args(model, task):
@@ -313,11 +339,9 @@ def data_args(model, task):
     )
 
 
-# A line per kill of a cell's timing process (run_cell.py); outside results/raw, so it
+# A line per kill of a cell's timing process (run_cell.py); outside raw/, so it
 # outlives the cell's outputs.
-KILLED_LOG = spec.RAW_PATTERN.replace("results/raw/", "results/killed/").replace(
-    ".parquet", ".log"
-)
+KILLED_LOG = tree(f"killed/{spec.CELL_PATH}.log")
 
 
 def killed_log(wildcards):
@@ -338,7 +362,7 @@ def workload_args(model, task):
 
 
 def reference_files():
-    return sorted({cell.reference_path for cell in CELLS})
+    return sorted({tree(cell.reference_path) for cell in CELLS})
 
 
 def reference_env(wildcards):
@@ -359,11 +383,9 @@ def tolerance_args():
     return f"--tolerance {check['tolerance']} {per_model}"
 
 
-TABLE_FILES = [
-    f"results/tables/{t}.{ext}" for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")
-]
+TABLE_FILES = [tree(f"tables/{t}.{ext}") for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")]
 FIGURE_FILES = {
-    f"{name}_{ext}": f"results/figures/{name}.{ext}"
+    f"{name}_{ext}": tree(f"figures/{name}.{ext}")
     for name in ("first_iterations", "jacobians", "frameworks")
     for ext in ("pdf", "png")
 }
@@ -373,6 +395,6 @@ def final_outputs():
     return [
         *TABLE_FILES,
         *FIGURE_FILES.values(),
-        "results/checks/gradients.csv",
-        "results/paper/paper.pdf",
+        tree("checks/gradients.csv"),
+        tree("paper/paper.pdf"),
     ]

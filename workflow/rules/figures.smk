@@ -6,14 +6,14 @@
 rule figures:
     input:
         env_inputs(spec.ANALYSIS_ENV),
-        iterations="results/aggregate/iterations.parquet",
-        summary="results/aggregate/summary.parquet",
-        cells="results/aggregate/cells.parquet",
+        iterations=tree("aggregate/iterations.parquet"),
+        summary=tree("aggregate/summary.parquet"),
+        cells=tree("aggregate/cells.parquet"),
         code=code("figures.py", "spec.py", "tables.py", "stats.py"),
     output:
         **FIGURE_FILES,
     log:
-        "results/logs/figures.log",
+        tree("logs/figures.log"),
     conda:
         env_file(spec.ANALYSIS_ENV)
     params:

@@ -4,18 +4,17 @@
 rule measure:
     input:
         lambda wc: env_inputs(framework_env(wc)),
+        # run_cell.py runs in the analysis environment: it can record a cell whose own
+        # environment could not be built.
+        env_inputs(spec.ANALYSIS_ENV),
         code=measure_code,
     output:
-        raw=spec.RAW_PATTERN,
-        gradients=spec.GRADIENT_PATTERN,
+        raw=tree(spec.RAW_PATTERN),
+        gradients=tree(spec.GRADIENT_PATTERN),
     log:
-        spec.RAW_PATTERN.replace("results/raw/", "results/logs/measure/").replace(
-            ".parquet", ".log"
-        ),
+        tree(f"logs/measure/{spec.CELL_PATH}.log"),
     benchmark:
-        spec.RAW_PATTERN.replace("results/raw/", "results/benchmarks/measure/").replace(
-            ".parquet", ".tsv"
-        )
+        tree(f"benchmarks/measure/{spec.CELL_PATH}.tsv")
     conda:
         lambda wc: env_file(framework_env(wc))
     threads: lambda wc: int(wc.threads)
@@ -28,18 +27,22 @@ rule measure:
         runtime=lambda wc, attempt: cell_runtime_min(wc.model, wc.task) * attempt,
     params:
         python=lambda wc: env_python(framework_env(wc)),
+        supervisor=env_python(spec.ANALYSIS_ENV),
+        receipt=lambda wc: receipt_args(framework_env(wc)),
         workload=lambda wc: workload_args(wc.model, wc.task),
         killed_log=killed_log,
+        cache=tree("cache"),
         # Changes when run_cell.py records a kill: the next run re-times that cell alone.
         times_killed=times_killed,
     shell:
-        "{params.python} {input.code[1]} --budget-s {resources.budget_s} "
-        "--killed-log {params.killed_log} -- "
+        "{params.supervisor} {input.code[1]} --budget-s {resources.budget_s} "
+        "--killed-log {params.killed_log} {params.receipt} -- "
         "{params.python} {input.code[0]} --framework {wildcards.framework} "
         "--mode {wildcards.mode} --model {wildcards.model} --task {wildcards.task} "
         "--device {wildcards.device} --threads {wildcards.threads} --granted-threads {threads} "
         "--seed {wildcards.seed} --budget-s {resources.budget_s} "
-        "{params.workload} --out {output.raw} --gradients {output.gradients} > {log} 2>&1"
+        "{params.workload} --cache-dir {params.cache} "
+        "--out {output.raw} --gradients {output.gradients} > {log} 2>&1"
 
 
 rule reference:
@@ -48,9 +51,9 @@ rule reference:
         lambda wc: env_inputs(reference_env(wc)),
         code=reference_code,
     output:
-        spec.REFERENCE_PATTERN,
+        tree(spec.REFERENCE_PATTERN),
     log:
-        "results/logs/reference/{model}/{derivative}/seed{seed}.log",
+        tree("logs/reference/{model}/{derivative}/seed{seed}.log"),
     conda:
         lambda wc: env_file(reference_env(wc))
     # Heavy (a float64 ResNet50): it never runs beside a timing job either.

@@ -13,21 +13,22 @@ rule paper:
         figure=FIGURE_FILES["first_iterations_pdf"],
         jacobians=FIGURE_FILES["jacobians_pdf"],
         frameworks=FIGURE_FILES["frameworks_pdf"],
-        cells="results/aggregate/cells.parquet",
-        gradients="results/checks/gradients.csv",
-        environment="results/aggregate/environment.json",
-        first="results/aggregate/first_iterations.csv",
+        cells=tree("aggregate/cells.parquet"),
+        gradients=tree("checks/gradients.csv"),
+        environment=tree("aggregate/environment.json"),
+        first=tree("aggregate/first_iterations.csv"),
     output:
-        "results/paper/paper.pdf",
+        tree("paper/paper.pdf"),
     log:
-        "results/logs/paper.log",
+        tree("logs/paper.log"),
     conda:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
+        tables=lambda w, input: os.path.dirname(input.tables[0]),
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
-        "--published report/published --tables results/tables --figure {input.figure} "
+        "--published report/published --tables {params.tables} --figure {input.figure} "
         "--jacobians-figure {input.jacobians} --frameworks-figure {input.frameworks} "
         "--cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "

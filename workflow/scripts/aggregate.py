@@ -132,8 +132,8 @@ def main(argv=None) -> int:
     mixed = mixed_measurements(cells)
     if mixed:
         print("aggregate: refusing to average unlike measurements into one number:\n  "
-              + "\n  ".join(mixed) + "\nRe-time one side (delete its raw files under "
-              "results/raw/ and re-run) so every cell of the results tree comes from one "
+              + "\n  ".join(mixed) + "\nRe-time one side (snakemake --forcerun with its raw "
+              "files) so that every cell of the results tree comes from one "
               "machine and one set of versions.", file=sys.stderr)
         return 1
     summarised = stats.rows_of_ok_cells(iterations, cells)

@@ -42,11 +42,17 @@ def log(message: str) -> None:
     print(f"[build_env] {message}", file=sys.stderr, flush=True)
 
 
+class BuildFailed(Exception):
+    """The installer refused the pins; the message ends with what it said."""
+
+
 def run(cmd: list[str]) -> str:
     log("$ " + " ".join(cmd))
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(result.stderr)
     if result.returncode != 0:
-        raise SystemExit(f"command failed with exit {result.returncode}: {' '.join(cmd)}")
+        said = " ".join(result.stderr.split()[-80:])  # the installer's last words
+        raise BuildFailed(f"{os.path.basename(cmd[0])} exited {result.returncode}: {said}")
     return result.stdout
 
 
@@ -88,6 +94,7 @@ def build(env_file: str, prefix: str) -> dict:
         run([python, "-m", "pip", "install", "--quiet", "--compile", *requirements])
         freeze = run([python, "-m", "pip", "freeze"])
     return {
+        "status": "ok",
         "env_file": env_file,
         "prefix": prefix,
         "python": python,
@@ -104,6 +111,10 @@ def main(argv=None) -> int:
     p.add_argument("env_file", nargs="+", help="envs/<name>.yaml")
     p.add_argument("--prefix", help="directory of the virtual environment to (re)build")
     p.add_argument("--receipt", help="JSON file written once the environment is complete")
+    p.add_argument("--record-failure", action="store_true",
+                   help="if the pins cannot be installed, write a receipt with status failed "
+                   "and the installer's message and exit 0: the pipeline records that "
+                   "environment's cells as failed, the rest of the run goes on")
     p.add_argument("--print-requirements", action="store_true",
                    help="print the pip requirements of the files (for a plain pip install)")
     args = p.parse_args(argv)
@@ -112,12 +123,23 @@ def main(argv=None) -> int:
         return 0
     if len(args.env_file) != 1 or not (args.prefix and args.receipt):
         p.error("building takes one env file, --prefix and --receipt")
-    receipt = build(args.env_file[0], args.prefix)
+    try:
+        receipt = build(args.env_file[0], args.prefix)
+    except BuildFailed as exc:
+        if not args.record_failure:
+            raise SystemExit(f"{args.env_file[0]}: {exc}") from None
+        receipt = {"status": "failed", "env_file": args.env_file[0], "message": str(exc),
+                   "built_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                       timespec="seconds")}
     tmp = args.receipt + ".tmp"
     with open(tmp, "w") as f:
         json.dump(receipt, f, indent=2)
     os.replace(tmp, args.receipt)
-    log(f"{args.prefix} ready ({len(receipt['installed'])} packages)")
+    if receipt["status"] == "ok":
+        log(f"{args.prefix} ready ({len(receipt['installed'])} packages)")
+    else:
+        log(f"{args.env_file[0]} could not be installed; its cells will be recorded as "
+            f"failed with this message: {receipt['message']}")
     return 0
 
 

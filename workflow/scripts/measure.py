@@ -76,11 +76,14 @@ class TimeBudgetSpent(Exception):
 
 def loop_deadline(budget_s: float | None) -> float | None:
     """The perf_counter reading after which no iteration starts: the budget counts from the
-    process's start, less a reserve for writing the files (run_cell.py kills at the budget)."""
+    process's start, less a fifth (at most a minute) kept for writing the files, since
+    run_cell.py kills the process at the budget."""
     if budget_s is None:
         return None
-    reserve = min(60.0, 0.1 * budget_s)
-    return time.perf_counter() + budget_s - reserve - (time.time() - SCRIPT_START)
+    # /proc's start time is whole-second coarse (btime): the earlier reading is the safe one.
+    started = min(filter(None, (provenance.process_start_epoch(), SCRIPT_START)))
+    reserve = min(60.0, 0.2 * budget_s)
+    return time.perf_counter() + budget_s - reserve - (time.time() - started)
 
 
 def check_threads(reported: dict, wanted: int) -> None:

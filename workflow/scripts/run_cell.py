@@ -15,14 +15,18 @@ cell is never lost: what the child cannot record itself is recorded here.
 - Interrupted (SIGINT, SIGTERM: Ctrl-C, scancel), the child is stopped and nothing is
   written: Snakemake sees an incomplete job, and the next run (or --rerun-incomplete)
   re-times it.
+- A cell whose environment could not be built (--receipt says failed) is recorded failed
+  with the installer's message; nothing else of the run is held up.
 
-Runs in the cell's environment (the records need measure.py's modules); it sleeps in
-waitpid while the child times, so it takes no CPU from the measurement.
+Runs in the analysis environment (the records need measure.py's modules, numpy and
+pyarrow, not the framework); it sleeps in waitpid while the child times, so it takes no
+CPU from the measurement.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -45,6 +49,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    help="seconds the child may run before it is killed")
     p.add_argument("--killed-log", required=True,
                    help="file a line is appended to whenever the child is killed")
+    p.add_argument("--receipt", help="the cell's environment's receipt (build_env.py): if "
+                   "that environment could not be built, the cell is recorded failed with "
+                   "the installer's message and the child is not run")
     args, child = p.parse_args(argv[:split]), argv[split + 1:]
     if args.budget_s <= 0 or not child:
         p.error("a budget > 0 and a child command are required")
@@ -95,9 +102,26 @@ def outputs_written(measure_argv: list[str]) -> bool:
     return len(paths) == 2 and all(os.path.exists(p) for p in paths)
 
 
+def build_failure(receipt: str | None) -> str | None:
+    """Why the cell's environment could not be built, if it could not."""
+    if receipt is None:
+        return None
+    with open(receipt) as f:
+        built = json.load(f)
+    if built.get("status", "ok") == "ok":
+        return None
+    return (f"its environment could not be built from {built['env_file']} (fix the pins, "
+            f"or delete {receipt} to try again): {built['message']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args, child = parse_args(sys.argv[1:] if argv is None else argv)
     measure_argv = child[2:]  # after "python measure.py"
+    why = build_failure(args.receipt)
+    if why is not None:
+        log(f"failed: {why}")
+        write_record(measure_argv, "failed", why)
+        return 0
     signal.signal(signal.SIGTERM, stop_on_signal)
     for stale in output_paths(measure_argv):  # files found later are the child's own
         if os.path.exists(stale):

@@ -387,7 +387,7 @@ MODELS: dict[str, ModelSpec] = {
 class TableInfo:
     """One table of the paper: which cells it shows, what quantity, the study's numbers."""
 
-    name: str  # results/tables/<name>.{csv,md,tex}
+    name: str  # <results tree>/tables/<name>.{csv,md,tex}
     title: str
     models: tuple[str, ...]
     tasks: tuple[str, ...]
@@ -524,12 +524,15 @@ class Cell:
 
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
-_CELL_SUFFIX = "{device}/{framework}/{mode}/{model}/{task}/t{threads}/seed{seed}"
-RAW_PATTERN = "results/raw/" + _CELL_SUFFIX + ".parquet"
+# Paths of a results tree, relative to its root: results/ for the default config, the
+# `results` key of any other (workflow/rules/common.smk), so configs never share cells.
+# A cell's place in each per-cell folder (raw/, gradients/, logs/measure/, ...).
+CELL_PATH = "{device}/{framework}/{mode}/{model}/{task}/t{threads}/seed{seed}"
+RAW_PATTERN = "raw/" + CELL_PATH + ".parquet"
 # Loss and derivatives (gradients or Jacobian) of a cell at its first batch, for the check.
-GRADIENT_PATTERN = "results/gradients/" + _CELL_SUFFIX + ".npz"
+GRADIENT_PATTERN = "gradients/" + CELL_PATH + ".npz"
 # The float64 ground truth of a model's derivative, shared by every cell that computes it.
-REFERENCE_PATTERN = "results/reference/{model}/{derivative}/seed{seed}.npz"
+REFERENCE_PATTERN = "reference/{model}/{derivative}/seed{seed}.npz"
 
 
 _FIELD_REGEX = {"threads": r"\d+", "seed": r"\d+"}
@@ -537,7 +540,7 @@ _FIELD_REGEX = {"threads": r"\d+", "seed": r"\d+"}
 
 def cell_from_path(path: str, pattern: str = RAW_PATTERN) -> Cell:
     """The cell a raw (or gradient) file belongs to, parsed back from its path."""
-    regex = "(?:^|/)"  # whole path components: "myresults/raw/..." is not a raw path
+    regex = "(?:^|/)"  # whole path components: "results/myraw/..." is not a raw path
     for literal, field, _, _ in string.Formatter().parse(pattern):
         regex += re.escape(literal) + (rf"(?P<{field}>{_FIELD_REGEX.get(field, '[^/]+')})"
                                         if field else "")
