@@ -71,3 +71,16 @@ def test_frameworks_figure_without_cells_says_so():
     summary = stats.across_seeds(stats.trial_stats(iterations))
     fig = figures.plot_frameworks(summary, cells[cells["task"] == "jacobian_rows"])
     assert "No cell" in fig.axes[0].texts[0].get_text()
+
+
+def test_a_run_where_no_cell_completed_still_gets_its_figures(tmp_path):
+    """Every cell failed: no iteration rows, no summary; the figures say so (the paper
+    still builds), and the cells still get a time-to-first-step column."""
+    iterations, cells = fake_iterations_and_cells()
+    empty = iterations.iloc[0:0]
+    text = [t.get_text() for t in figures.plot(empty, 30).axes[0].texts]
+    assert text == ["No cell of this run completed an iteration."]
+    failed = cells.drop(columns=[c for c in cells if c.startswith("phase_")]).assign(
+        status="failed")
+    first = stats.first_iteration_stats(empty)
+    assert stats.with_time_to_first_step(failed, first)["time_to_first_step_s"].isna().all()

@@ -72,7 +72,17 @@ def line_label(model: str, task: str, several_tasks: bool) -> str:
 
 
 # ----------------------------------------------------------------------------- first iterations
+def notice(text: str):
+    """A figure that says why it has nothing to draw (the paper still builds)."""
+    fig, ax = plt.subplots(figsize=(5, 1.5))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    return fig
+
+
 def plot(iterations: pd.DataFrame, first: int):
+    if iterations.empty:  # every cell failed, was unsupported or timed out
+        return notice("No cell of this run completed an iteration.")
     seed = iterations["seed"].min()
     data = iterations[(iterations["seed"] == seed) & (iterations["iteration"] < first)]
     device, threads = first_condition(data)
@@ -135,11 +145,7 @@ def plot_jacobians(summary: pd.DataFrame, cells: pd.DataFrame | None):
     steps, wanted, condition = jacobian_data(summary, cells)
     models = [m for m in MODELS if m in set(wanted["model"])]
     if not models:
-        fig, ax = plt.subplots(figsize=(5, 1.5))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "No output-Jacobian cell was measured in this run.",
-                ha="center", va="center")
-        return fig
+        return notice("No output-Jacobian cell was measured in this run.")
     pairs = pairs_present(wanted)
     columns = min(3, len(models))
     n_rows = -(-len(models) // columns)
@@ -209,11 +215,7 @@ def plot_frameworks(summary: pd.DataFrame, cells: pd.DataFrame):
     steps, mine, condition = frameworks_data(summary, cells)
     models = [m for m in frameworks_table().models if m in set(mine["model"])]
     if not models:
-        fig, ax = plt.subplots(figsize=(5, 1.5))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "No cell of the frameworks table was measured in this run.",
-                ha="center", va="center")
-        return fig
+        return notice("No cell of the frameworks table was measured in this run.")
     pairs = pairs_present(mine)
     columns = min(2, len(models))
     n_rows = -(-len(models) // columns)

@@ -57,7 +57,9 @@ def with_time_to_first_step(cells: pd.DataFrame, first: pd.DataFrame) -> pd.Data
     compilation (tf.function, jax.jit, torch.compile) and first-call costs."""
     keys = list(CELL_FIELDS)
     out = cells.merge(first[keys + ["first_step_s"]], on=keys, how="left")
-    compile_s = out["phase_compile_s"] if "phase_compile_s" in out else 0.0
+    # No column when no cell got as far as compiling (a run whose every cell failed).
+    compile_s = out["phase_compile_s"] if "phase_compile_s" in out else pd.Series(
+        0.0, index=out.index)
     out["time_to_first_step_s"] = pd.to_numeric(compile_s).fillna(0.0) + out["first_step_s"]
     return out.drop(columns="first_step_s")
 
