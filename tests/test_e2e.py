@@ -184,6 +184,38 @@ def test_rerun_redoes_only_what_is_missing(run):
     assert all((run / OUT / p).stat().st_mtime_ns == t for p, t in others.items())
 
 
+def test_an_interrupted_run_resumes_without_redoing_finished_cells(run):
+    """Ctrl-C (SIGINT to Snakemake's process group) while a timing job runs: no half-written
+    file is left, and the next run times only the cells that were not finished."""
+    mine = [c for c in tiny_cells() if c.framework == "autograd"]
+    for cell in mine:
+        (run / OUT / cell.raw_path).unlink()
+    for downstream in ("aggregate", "tables", "checks", "figures", "paper"):
+        shutil.rmtree(run / OUT / downstream)
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", TEST_CONFIG, "--cores", "2",
+           "--config", "environments=venv"]
+    job = subprocess.Popen(cmd, cwd=run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while job.poll() is None and time.monotonic() < deadline:  # the second cell's job
+        if sum((run / OUT / c.raw_path).exists() for c in mine) >= 1 and any(
+                measure_pid(c) for c in mine if not (run / OUT / c.raw_path).exists()):
+            os.killpg(job.pid, signal.SIGINT)
+            break
+        time.sleep(0.02)
+    log = job.communicate(timeout=600)[0]
+    assert job.returncode != 0, log[-4000:]  # interrupted, not finished
+    assert not list((run / OUT).rglob("*.tmp")), "a temporary file was left behind"
+    done = [c for c in mine if (run / OUT / c.raw_path).exists()]
+    for cell in done:  # every file present is whole
+        assert provenance(run, cell)["status"] == "ok"
+    assert 1 <= len(done) < len(mine), log[-4000:]
+    result = snakemake(run, "--cores", "2", "--config", "environments=venv")
+    assert result.returncode == 0, result.log[-4000:]
+    assert planned_jobs(result.log).count("measure") == len(mine) - len(done), result.log
+    assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
+
+
 def test_template_edit_rebuilds_only_the_paper(run):
     template = run / "report/paper.tex.j2"
     template.write_text(template.read_text() + "\n% edited\n")
