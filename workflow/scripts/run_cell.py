@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     except (Interrupted, KeyboardInterrupt) as exc:
         log(f"interrupted ({exc or 'SIGINT'}): the cell is left to the next run")
         return 130
-    if rc == 0 or (rc is not None and rc > 0):
+    if rc is not None and rc >= 0:
         return rc  # recorded by measure.py, or an error of the job itself (bad arguments)
     if outputs_written(measure_argv):
         return 0  # killed after writing both files: the cell is complete

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 from typing import Callable
 
 import numpy as np
@@ -52,6 +53,26 @@ class Prepared:
     choices: dict[str, str] = dataclasses.field(default_factory=dict)
     # Seconds of ahead-of-time compilation or tracing inside prepare (see the docstring).
     compile_s: float = 0.0
+
+
+def cache_dir(framework: str) -> str:
+    """The framework's compile cache under ADBENCH_CACHE_DIR (results/cache when unset)."""
+    root = os.environ.get("ADBENCH_CACHE_DIR") or os.path.join("results", "cache")
+    return os.path.join(os.path.abspath(root), framework)
+
+
+def compose_flags(flags: str, forced: dict[str, str], defaults: dict[str, str]) -> str:
+    """A Theano-style flag string (THEANO_FLAGS, PYTENSOR_FLAGS: "name=value,...") with
+    `forced` replacing the user's entries (and a user's `compiledir`, which would override
+    base_compiledir), `defaults` added where the user set nothing; the user's other flags
+    are kept."""
+    entries = [f for f in flags.split(",") if f.strip()]
+    names = {f.split("=", 1)[0].strip() for f in entries}
+    entries = [f for f in entries
+               if f.split("=", 1)[0].strip() not in {*forced, "compiledir"}]
+    entries += [f"{k}={v}" for k, v in defaults.items() if k not in names]
+    entries += [f"{k}={v}" for k, v in forced.items()]
+    return ",".join(entries)
 
 
 def load(framework: str):

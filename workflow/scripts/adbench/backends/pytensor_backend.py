@@ -26,26 +26,12 @@ import time
 
 
 # ================================================================ caches, before the import
-def _cache_dir() -> str:
-    root = os.environ.get("ADBENCH_CACHE_DIR") or os.path.join("results", "cache")
-    return os.path.join(os.path.abspath(root), "pytensor")
+# (the backends package imports no framework)
+from adbench.backends import (  # noqa: E402
+    Prepared, UnsupportedCell, cache_dir, compose_flags)
 
-
-def _set_flags(flags: str, forced: dict[str, str], defaults: dict[str, str]) -> str:
-    """PYTENSOR_FLAGS with `forced` replacing the user's entries (and a user's `compiledir`,
-    which would override base_compiledir), `defaults` added where the user set nothing; the
-    user's other flags are kept."""
-    entries = [f for f in flags.split(",") if f.strip()]
-    names = {f.split("=", 1)[0].strip() for f in entries}
-    entries = [f for f in entries
-               if f.split("=", 1)[0].strip() not in {*forced, "compiledir"}]
-    entries += [f"{k}={v}" for k, v in defaults.items() if k not in names]
-    entries += [f"{k}={v}" for k, v in forced.items()]
-    return ",".join(entries)
-
-
-CACHE_DIR = _cache_dir()
-os.environ["PYTENSOR_FLAGS"] = _set_flags(
+CACHE_DIR = cache_dir("pytensor")
+os.environ["PYTENSOR_FLAGS"] = compose_flags(
     os.environ.get("PYTENSOR_FLAGS", ""),
     forced={"base_compiledir": CACHE_DIR},
     # float32 Python literals (1 / sqrt(E), the CTC's -1e30): no silent float64 upcasts.
@@ -68,7 +54,6 @@ from pytensor.gradient import jacobian as pt_jacobian  # noqa: E402
 from pytensor.scan.op import Scan  # noqa: E402
 
 from adbench import spec  # noqa: E402
-from adbench.backends import Prepared, UnsupportedCell  # noqa: E402
 from adbench.timing import whole_timer  # noqa: E402
 
 
