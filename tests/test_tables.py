@@ -302,3 +302,32 @@ def test_rows_layout_has_a_row_per_mode_and_a_column_group_per_task(tidy):
         for task in set(t["task"]):
             assert f"{TASKS[task].label} mean" in wide.columns
         assert any(c.endswith("first step") for c in wide.columns) == table.first_step
+
+
+def test_every_printed_ratio_gets_its_bootstrap_interval():
+    iterations, cells = fake_iterations_and_cells()
+    summary = stats.across_seeds(stats.trial_stats(iterations))
+    bootstrap = stats.bootstrap_replicates(iterations, 200)
+    for table in TABLES:
+        tidy = tables.tidy_table(table, summary, cells, bootstrap, confidence=0.95)
+        for name in tables.RATIOS:
+            printed = tidy[tidy[name].notna()]
+            assert printed[f"{name}_low"].notna().all(), (table.name, name)
+            assert (printed[f"{name}_low"] <= printed[name] * 1.001).all()
+            assert (printed[name] <= printed[f"{name}_high"] * 1.001).all()
+            assert tidy.loc[tidy[name].isna(), f"{name}_low"].isna().all()
+    h0 = tables.tidy_table(BY_NAME["table6_hypothesis0"], summary, cells, bootstrap)
+    assert "[" in tables.to_markdown(h0, BY_NAME["table6_hypothesis0"])
+
+
+def test_noisy_and_short_warmup_cells_are_flagged_in_words(aggregate):
+    summary, cells = aggregate
+    flagged = cells.assign(noisy=False, warmup_short=False)
+    flagged.loc[(flagged["framework"] == "torch") & (flagged["mode"] == "eager")
+                & (flagged["seed"] == 0), ["noisy", "warmup_short"]] = True
+    tidy = tables.tidy_table(BY_NAME["table1_eager"], summary, flagged, noise_threshold=0.1)
+    torch = tidy[tidy["framework"] == "torch"]
+    assert (torch["n_noisy"] == 1).all() and (torch["n_warmup_short"] == 1).all()
+    assert torch["flags"].str.contains("noisy in 1 of 2 seeds").all()
+    assert (tidy.loc[tidy["framework"] != "torch", "flags"] == "").all()
+    assert "warm-up longer than configured" in tables.to_markdown(tidy, BY_NAME["table1_eager"])

@@ -6,12 +6,13 @@ rule aggregate:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         raw=raw_files(),
-        code=code("aggregate.py", "stats.py", "schema.py", "spec.py"),
+        code=code("aggregate.py", "stats.py", "inference.py", "schema.py", "spec.py"),
     output:
         iterations=tree("aggregate/iterations.parquet"),
         cells=tree("aggregate/cells.parquet"),
         trials=tree("aggregate/trials.parquet"),
         summary=tree("aggregate/summary.parquet"),
+        bootstrap=tree("aggregate/bootstrap.parquet"),
         first=tree("aggregate/first_iterations.csv"),
         environment=tree("aggregate/environment.json"),
     log:
@@ -26,6 +27,7 @@ rule aggregate:
                 "grid": GRIDS,
                 "workload": without_budgets(WORKLOAD),
                 "gradient_check": config["gradient_check"],
+                "statistics": config["statistics"],
             }
         ),
     shell:
@@ -60,7 +62,8 @@ rule tables:
         env_inputs(spec.ANALYSIS_ENV),
         summary=tree("aggregate/summary.parquet"),
         cells=tree("aggregate/cells.parquet"),
-        code=code("make_tables.py", "tables.py", "stats.py", "spec.py"),
+        bootstrap=tree("aggregate/bootstrap.parquet"),
+        code=code("make_tables.py", "tables.py", "stats.py", "inference.py", "spec.py"),
     output:
         TABLE_FILES,
     log:
@@ -70,6 +73,10 @@ rule tables:
     params:
         python=env_python(spec.ANALYSIS_ENV),
         outdir=lambda w, output: os.path.dirname(output[0]),
+        confidence=config["statistics"]["confidence"],
+        noise=config["statistics"]["noise_threshold"],
     shell:
         "{params.python} {input.code[0]} --summary {input.summary} --cells {input.cells} "
-        "--outdir {params.outdir} > {log} 2>&1"
+        "--bootstrap {input.bootstrap} --confidence {params.confidence} "
+        "--noise-threshold {params.noise} --outdir {params.outdir} > {log} 2>&1"
+

@@ -3,9 +3,11 @@
 
     python workflow/scripts/aggregate.py --outdir results/aggregate --settings '{...}' RAW...
 
-Writes iterations.parquet (every raw row), cells.parquet (one row per cell: status and
-provenance), trials.parquet (per cell and quantity), summary.parquet (per condition over
-seeds), first_iterations.csv and environment.json.
+Writes iterations.parquet (every raw row), cells.parquet (one row per cell: status,
+provenance, the warm-up its data show and its noise), trials.parquet (per cell and
+quantity), summary.parquet (per condition over seeds), bootstrap.parquet (per condition and
+quantity: hierarchical bootstrap replicates of its mean, for every interval downstream),
+first_iterations.csv and environment.json.
 """
 
 from __future__ import annotations
@@ -112,6 +114,9 @@ def environment(cells: pd.DataFrame, settings: dict) -> dict:
         "n_ok": int((cells["status"] == "ok").sum()),
         "gradient_tolerance": settings["gradient_check"]["tolerance"],
         "gradient_tolerances": settings["gradient_check"]["models"],
+        "statistics": settings["statistics"],
+        "n_noisy": int(cells["noisy"].sum()),
+        "n_warmup_short": int(cells["warmup_short"].sum()),
         "started_at": cells["started_at"].min(),
         "ended_at": cells["ended_at"].max(),
     }
@@ -121,7 +126,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("raw", nargs="+")
     p.add_argument("--outdir", required=True)
-    p.add_argument("--settings", required=True, help="JSON: grid, workload, gradient_tolerance")
+    p.add_argument("--settings", required=True,
+                   help="JSON: grid, workload, gradient_check, statistics")
     args = p.parse_args(argv)
     settings = json.loads(args.settings)
     os.makedirs(args.outdir, exist_ok=True)
@@ -136,16 +142,22 @@ def main(argv=None) -> int:
               "files) so that every cell of the results tree comes from one "
               "machine and one set of versions.", file=sys.stderr)
         return 1
+    rules = settings["statistics"]
     summarised = stats.rows_of_ok_cells(iterations, cells)
     trials = stats.trial_stats(summarised)
     summary = stats.across_seeds(trials)
     first = stats.first_iteration_stats(summarised)
     cells = stats.with_time_to_first_step(cells, first)
+    warmup = stats.warmup_of_cells(summarised, rules["warmup_window"], rules["warmup_tolerance"])
+    cells = stats.with_warmup_and_noise(cells, warmup, trials, rules["noise_threshold"])
+    bootstrap = stats.bootstrap_replicates(summarised, rules["bootstrap_replicates"],
+                                           rules["bootstrap_seed"])
 
     iterations.to_parquet(out("iterations.parquet"), index=False)
     cells.to_parquet(out("cells.parquet"), index=False)
     trials.to_parquet(out("trials.parquet"), index=False)
     summary.to_parquet(out("summary.parquet"), index=False)
+    bootstrap.to_parquet(out("bootstrap.parquet"), index=False)
     first.to_csv(out("first_iterations.csv"), index=False)
     with open(out("environment.json"), "w") as f:
         json.dump(environment(cells, settings), f, indent=2, default=str)

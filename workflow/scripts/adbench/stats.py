@@ -2,13 +2,18 @@
 
 The study's tables report, per model and framework, "mean ± sd" twice: the mean over trials
 of each trial's mean time, and the mean over trials of each trial's standard deviation, each
-with its spread over trials.  A trial here is one seed (one fresh process).
+with its spread over trials.  A trial here is one seed (one fresh process).  Beside them:
+median and interquartile range per cell (robust to the odd slow iteration), a noise measure
+(IQR / median), the warm-up the data show, and bootstrap replicates of every condition's
+mean for the intervals of the ratios (adbench.inference).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from adbench import inference
 from adbench.schema import QUANTITIES
 from adbench.spec import CELL_FIELDS
 
@@ -33,9 +38,13 @@ def trial_stats(iterations: pd.DataFrame) -> pd.DataFrame:
         var_name="quantity", value_name="seconds",
     ).dropna(subset=["seconds"])
     grouped = long.groupby(list(CELL_FIELDS) + ["quantity"], observed=True)["seconds"]
-    return grouped.agg(
-        n="count", mean="mean", std="std", median="median", min="min"
+    out = grouped.agg(
+        n="count", mean="mean", std="std", median="median", min="min",
+        q25=lambda s: s.quantile(0.25), q75=lambda s: s.quantile(0.75),
     ).reset_index()
+    out["iqr"] = out["q75"] - out["q25"]
+    out["noise"] = out["iqr"] / out["median"]
+    return out
 
 
 def first_iteration_stats(iterations: pd.DataFrame) -> pd.DataFrame:
@@ -75,6 +84,8 @@ def across_seeds(trials: pd.DataFrame) -> pd.DataFrame:
         std_s=("std", "mean"),
         std_sd_s=("std", "std"),
         median_s=("median", "median"),
+        iqr_s=("iqr", "median"),
+        noise_max=("noise", "max"),
     ).reset_index()
 
 
@@ -101,3 +112,73 @@ def improvements(summary: pd.DataFrame, eager_mode: str, compiled_mode: str,
     out["framework"] = framework
     out["mode"] = compiled_mode
     return out
+
+
+# ----------------------------------------------------------------------------- warm-up
+def steady_state_start(times: np.ndarray, window: int, tolerance: float) -> int | None:
+    """How many leading iterations ran before the steady state, from the data alone.
+
+    The steady level is the median of the series' second half; its noise band the larger of
+    `tolerance` and the second half's IQR / median.  The warm-up ends at the first iteration,
+    within the first window (of `window` iterations) whose median is within the band of the
+    steady level, that is itself within the band.  None: no window ever reached it.
+    """
+    times = np.asarray(times, dtype=float)
+    if len(times) < 2 * window:
+        return None
+    tail = times[len(times) // 2:]
+    level = np.median(tail)
+    q25, q75 = np.percentile(tail, [25, 75])
+    band = max(tolerance, (q75 - q25) / level)
+    near = np.abs(times / level - 1) <= band
+    for start in range(len(times) - window + 1):
+        if abs(np.median(times[start:start + window]) / level - 1) <= band:
+            inside = np.flatnonzero(near[start:start + window])
+            return int(start + inside[0]) if len(inside) else None
+    return None
+
+
+def warmup_of_cells(iterations: pd.DataFrame, window: int, tolerance: float) -> pd.DataFrame:
+    """Per cell: the warm-up its step times show (warm-up and measured rows in order)."""
+    keys = list(CELL_FIELDS)
+    ordered = iterations.sort_values("iteration")
+    found = ordered.groupby(keys, observed=True)["step_s"].apply(
+        lambda s: steady_state_start(s.to_numpy(), window, tolerance))
+    return found.rename("warmup_detected").reset_index()
+
+
+def with_warmup_and_noise(cells: pd.DataFrame, warmup: pd.DataFrame, trials: pd.DataFrame,
+                          noise_threshold: float) -> pd.DataFrame:
+    """cells + warmup_detected, warmup_short (the configured warm-up is shorter than what the
+    data show: measured rows include warm-up), noise (the step's IQR / median) and noisy."""
+    keys = list(CELL_FIELDS)
+    step_noise = trials.loc[trials["quantity"] == "step_s", keys + ["noise"]]
+    out = cells.merge(warmup, on=keys, how="left").merge(step_noise, on=keys, how="left")
+    detected = pd.to_numeric(out["warmup_detected"], errors="coerce")
+    configured = pd.to_numeric(out["warmup"], errors="coerce")
+    ran = out["status"] == "ok"
+    out["warmup_short"] = ran & (detected.isna() | (detected > configured))
+    out["noisy"] = ran & (out["noise"] > noise_threshold)
+    return out
+
+
+# ----------------------------------------------------------------------------- bootstrap
+def bootstrap_replicates(iterations: pd.DataFrame, replicates: int,
+                         seed: int = 0) -> pd.DataFrame:
+    """Per condition and quantity: the point mean (as across_seeds' mean_s) and `replicates`
+    hierarchical bootstrap draws of it, from the measured rows of the given (ok) cells."""
+    measured = iterations[iterations["phase"] == "measured"]
+    keys = list(CONDITION_FIELDS)
+    rows = []
+    for condition, group in measured.groupby(keys, observed=True):
+        for quantity in QUANTITIES:
+            if quantity not in group or group[quantity].isna().all():
+                continue
+            samples = [g[quantity].dropna().to_numpy()
+                       for _, g in group.groupby("seed", observed=True)]
+            key = "/".join(map(str, condition)) + "/" + quantity
+            rng = np.random.default_rng(inference.replicate_seed(key, seed))
+            rows.append({**dict(zip(keys, condition)), "quantity": quantity,
+                         "point": inference.point_mean(samples),
+                         "replicates": inference.bootstrap_means(samples, replicates, rng)})
+    return pd.DataFrame(rows, columns=keys + ["quantity", "point", "replicates"])

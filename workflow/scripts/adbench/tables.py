@@ -17,7 +17,13 @@ Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
                     compile + first iteration), mean over seeds and its sd
     task_ratio      tables of exactly two tasks, on the second task's rows: its mean over the
                     same condition's mean on the first task (H0: loss_jacobian / backward)
+    <ratio>_low, <ratio>_high   the bootstrap interval of each ratio above (confidence from
+                    the config's statistics), seeds and iterations resampled hierarchically
+    median, iqr     median over seeds of each seed's median, and of its IQR
+    n_noisy, n_warmup_short   seeds whose step IQR / median is above the noise threshold,
+                    and seeds whose data show a longer warm-up than configured
     status, note    ok | partial | n/a, and why (a cell that is not ok is never dropped)
+    flags           what the reader should know of an ok condition (noisy, warm-up short)
 """
 
 from __future__ import annotations
@@ -25,22 +31,24 @@ from __future__ import annotations
 import math
 import unicodedata
 
+import numpy as np
 import pandas as pd
 
-from adbench import stats
+from adbench import inference, stats
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, timed_quantities
 
 # Seconds -> a table's unit; the units are the study's own (TableInfo.unit).
 UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "1e-5 s": 1e5}
 UNIT_TEXT = {"s": "s", "ms": "ms", "us": "µs", "1e-5 s": "10^-5 s"}
 
-STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median")
+STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median", "iqr")
+RATIOS = ("improvement", "improvement_study_style", "task_ratio")
 TIDY_COLUMNS = [
     "table", "model", "model_label", "n_parameters", "task", "task_label", "framework",
     "framework_label", "mode", "mode_label", "compiled", "quantity", "unit", "device",
     "threads", "n_seeds", "n_iterations", *STATISTICS, "first_step", "first_step_sd",
-    "improvement",
-    "improvement_study_style", "task_ratio", "status", "note",
+    *(f"{r}{end}" for r in RATIOS for end in ("", "_low", "_high")),
+    "n_noisy", "n_warmup_short", "status", "note", "flags",
 ]
 EMPTY_NOTE = "Not measured in this run: no cell of this table is in the config."
 
@@ -166,6 +174,65 @@ def first_step_columns(mine: pd.DataFrame) -> pd.DataFrame:
     return grouped.agg(first_step_s="mean", first_step_sd_s="std").reset_index()
 
 
+def ratio_sides(table: TableInfo, r) -> dict[str, tuple[tuple, tuple]]:
+    """Per ratio a row of the table prints: its (numerator, denominator) condition keys."""
+    keys = list(stats.CONDITION_FIELDS)
+    here = {k: r[k] for k in keys}
+    key = lambda quantity, **changes: (*({**here, **changes}[k] for k in keys), quantity)  # noqa: E731
+    sides = {}
+    eager = eager_mode_of(r["framework"])
+    if table.improvement and FRAMEWORKS[r["framework"]].modes[r["mode"]].compiled and eager:
+        sides["improvement"] = (key("step_s", mode=eager), key("step_s"))
+        sides["improvement_study_style"] = (key("backward_s", mode=eager), key("step_s"))
+    tasks = ratio_tasks(table)
+    if tasks and r["task"] == tasks[1]:
+        sides["task_ratio"] = (key(table.quantity), key(table.quantity, task=tasks[0]))
+    return sides
+
+
+def interval_columns(tidy: pd.DataFrame, table: TableInfo, bootstrap: pd.DataFrame | None,
+                     confidence: float) -> pd.DataFrame:
+    """<ratio>_low/_high for every ratio of every row, from the conditions' replicates."""
+    for name in RATIOS:
+        tidy[f"{name}_low"], tidy[f"{name}_high"] = math.nan, math.nan
+    if bootstrap is None or bootstrap.empty or tidy.empty:
+        return tidy
+    keys = list(stats.CONDITION_FIELDS) + ["quantity"]
+    found = {tuple(k): (point, np.asarray(reps, dtype=float)) for *k, point, reps in
+             bootstrap[keys + ["point", "replicates"]].itertuples(index=False)}
+    for index, r in tidy.iterrows():
+        for name, (numerator, denominator) in ratio_sides(table, r).items():
+            if numerator in found and denominator in found:
+                interval = inference.ratio_interval(found[numerator], found[denominator],
+                                                    confidence)
+                tidy.loc[index, [f"{name}_low", f"{name}_high"]] = interval.low, interval.high
+    return tidy
+
+
+def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFrame:
+    """Per condition: seeds flagged noisy or with a warm-up longer than configured, in words."""
+    keys = list(stats.CONDITION_FIELDS)
+    columns = keys + ["n_noisy", "n_warmup_short", "flags"]
+    if "noisy" not in mine or mine.empty:  # cells aggregated before the flags existed
+        return pd.DataFrame(columns=columns)
+    ok = mine[mine["status"] == "ok"]
+    counts = ok.groupby(keys, observed=True).agg(
+        n_noisy=("noisy", "sum"), n_warmup_short=("warmup_short", "sum"),
+        n_ok=("status", "size")).reset_index()
+    above = "" if noise_threshold is None else f" above {noise_threshold:.0%}"
+
+    def words(r) -> str:
+        said = []
+        if r.n_noisy:
+            said.append(f"noisy in {r.n_noisy} of {r.n_ok} seeds (step IQR / median{above})")
+        if r.n_warmup_short:
+            said.append(f"warm-up longer than configured in {r.n_warmup_short} of {r.n_ok} "
+                        "seeds (measured iterations include it)")
+        return "; ".join(said)
+    counts["flags"] = [words(r) for r in counts.itertuples()]
+    return counts[columns]
+
+
 def add_labels(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     tidy["table"] = table.name
     tidy["quantity"] = table.quantity
@@ -187,8 +254,11 @@ def sort_rows(tidy: pd.DataFrame) -> pd.DataFrame:
     return tidy.drop(columns="pair").reset_index(drop=True)
 
 
-def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
-    """One row per condition of the table, n/a rows included; numbers in the table's unit."""
+def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame,
+               bootstrap: pd.DataFrame | None = None, confidence: float = 0.95,
+               noise_threshold: float | None = None) -> pd.DataFrame:
+    """One row per condition of the table, n/a rows included; numbers in the table's unit;
+    every ratio with its bootstrap interval when `bootstrap` (aggregate's replicates) is given."""
     mine = table_cells(table, cells)
     if mine.empty:  # e.g. a config without this table's models: empty, not a crash
         return pd.DataFrame(columns=TIDY_COLUMNS)
@@ -200,13 +270,17 @@ def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame) -> 
     tidy = tidy.merge(improvement, on=keys, how="left")
     tidy = tidy.merge(task_ratio_column(table, summary), on=keys, how="left")
     tidy = tidy.merge(first_step_columns(mine), on=keys, how="left")
+    tidy = tidy.merge(flag_columns(mine, noise_threshold), on=keys, how="left")
+    tidy["flags"] = tidy["flags"].fillna("")
+    tidy[["n_noisy", "n_warmup_short"]] = tidy[["n_noisy", "n_warmup_short"]].fillna(0)
     for name in STATISTICS + ("first_step", "first_step_sd"):
         tidy[name] = pd.to_numeric(tidy[f"{name}_s"], errors="coerce") * unit_scale(table.unit)
     if not table.first_step:
         tidy[["first_step", "first_step_sd"]] = math.nan
     tidy = add_labels(tidy, table)
-    for name in ("improvement", "improvement_study_style", "task_ratio"):
+    for name in RATIOS:
         tidy[name] = pd.to_numeric(tidy[name], errors="coerce")
+    tidy = interval_columns(tidy, table, bootstrap, confidence)
     return sort_rows(tidy)[TIDY_COLUMNS]
 
 
@@ -239,8 +313,17 @@ def fmt_pm(mean: float, sd: float, pm: str = "±") -> str:
     return fmt_number(mean, places) + ("" if missing(sd) else f" {pm} {fmt_number(sd, places)}")
 
 
-def fmt_ratio(value: float) -> str:
-    return "n/a" if missing(value) else f"{value:.2f}"
+def fmt_ratio(value: float, low: float = math.nan, high: float = math.nan) -> str:
+    """'1.23', or '1.23 [1.10, 1.35]' with its interval."""
+    if missing(value):
+        return "n/a"
+    return f"{value:.2f}" + ("" if missing(low) or missing(high) else
+                             f" [{low:.2f}, {high:.2f}]")
+
+
+def fmt_ratio_of(r, name: str) -> str:
+    """A row's ratio `name` with its interval."""
+    return fmt_ratio(r[name], r.get(f"{name}_low", math.nan), r.get(f"{name}_high", math.nan))
 
 
 def title_with_unit(table: TableInfo) -> str:
@@ -269,10 +352,10 @@ def rows_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataF
         if table.first_step:
             row[f"{r['task_label']} first step"] = fmt_pm(r["first_step"], r["first_step_sd"], pm)
         if table.improvement:
-            row[f"{r['task_label']} step/step"] = (fmt_ratio(r["improvement"]) if r["compiled"]
-                                                   else "")
+            row[f"{r['task_label']} step/step"] = (fmt_ratio_of(r, "improvement")
+                                                   if r["compiled"] else "")
         if tasks and r["task"] == tasks[1]:
-            row[f"{tasks[1]}/{tasks[0]}"] = fmt_ratio(r["task_ratio"])
+            row[f"{tasks[1]}/{tasks[0]}"] = fmt_ratio_of(r, "task_ratio")
     wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
     wide.index = pd.MultiIndex.from_tuples(
         wide.index, names=index + ["model", "# parameters", "framework (mode)"])
@@ -290,10 +373,10 @@ def columns_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.Da
         row[f"{label} mean"] = fmt_pm(r["mean"], r["mean_sd"], pm)
         row[f"{label} std"] = fmt_pm(r["std"], r["std_sd"], pm)
         if table.improvement and r["compiled"]:
-            row[f"{label} step/step"] = fmt_ratio(r["improvement"])
-            row[f"{label} bwd/step"] = fmt_ratio(r["improvement_study_style"])
+            row[f"{label} step/step"] = fmt_ratio_of(r, "improvement")
+            row[f"{label} bwd/step"] = fmt_ratio_of(r, "improvement_study_style")
         if tasks:
-            row[f"{label} {tasks[1]}/{tasks[0]}"] = (fmt_ratio(r["task_ratio"])
+            row[f"{label} {tasks[1]}/{tasks[0]}"] = (fmt_ratio_of(r, "task_ratio")
                                                       if r["task"] == tasks[1] else "")
     wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
     wide.index = pd.MultiIndex.from_tuples(wide.index,
@@ -303,9 +386,11 @@ def columns_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.Da
 
 
 def notes_of(tidy: pd.DataFrame) -> list[str]:
+    """What is not ok (note) or worth knowing (flags), per condition."""
     return [f"{column_label(r.framework, r.mode)}, {r.model_label}, {r.task_label}, "
-            f"{r.device}, {r.threads} thread(s): {r.note}"
-            for r in tidy.itertuples() if isinstance(r.note, str) and r.note]
+            f"{r.device}, {r.threads} thread(s): {text}"
+            for r in tidy.itertuples()
+            for text in (r.note, getattr(r, "flags", "")) if isinstance(text, str) and text]
 
 
 def to_markdown(tidy: pd.DataFrame, table: TableInfo) -> str:
