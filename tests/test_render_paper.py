@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 import make_tables
+import make_verdicts
 from adbench import stats
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS
 from test_tables import MISSING_TABLE, fake_iterations_and_cells
@@ -60,13 +61,17 @@ def write_environment(path: Path) -> None:
         "seeds": [0, 1], "threads": [1], "devices": ["cpu"],
         "workload": {"warmup": 2, "iterations": 3},
         "n_cells": 60, "n_ok": 55, "gradient_tolerance": 1e-4,
+        "statistics": {"confidence": 0.95, "bootstrap_replicates": 200, "noise_threshold": 0.1,
+                       "warmup_window": 5, "warmup_tolerance": 0.05, "bootstrap_seed": 0},
+        "n_noisy": 3, "n_warmup_short": 2,
         "started_at": "2025-01-02T03:04:05Z", "ended_at": "2025-01-02T04:05:06Z",
     }))
 
 
 def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool = True,
                 drop_choices: bool = False, threads: tuple[int, ...] = (1,),
-                failed_message: str | None = None) -> list[str]:
+                failed_message: str | None = None,
+                validation: dict | None = None) -> list[str]:
     iterations, cells = fake_iterations_and_cells(threads)
     if drop_choices:
         cells = cells.drop(columns="choices")
@@ -75,9 +80,15 @@ def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool =
     summary = stats.across_seeds(stats.trial_stats(iterations))
     summary.to_parquet(tmp_path / "summary.parquet")
     cells.to_parquet(tmp_path / "cells.parquet")
+    stats.bootstrap_replicates(iterations, 200).to_parquet(tmp_path / "bootstrap.parquet")
     make_tables.main(["--summary", str(tmp_path / "summary.parquet"),
                       "--cells", str(tmp_path / "cells.parquet"),
+                      "--bootstrap", str(tmp_path / "bootstrap.parquet"),
                       "--outdir", str(tmp_path / "tables")])
+    make_verdicts.main(["--bootstrap", str(tmp_path / "bootstrap.parquet"),
+                        "--outdir", str(tmp_path / "verdicts")])
+    if validation is not None:
+        (tmp_path / "harness.json").write_text(json.dumps(validation))
     stats.first_iteration_stats(iterations).to_csv(tmp_path / "first_iterations.csv",
                                                    index=False)
     write_gradients(tmp_path / "gradients.csv", gradients_v2)
@@ -94,8 +105,10 @@ def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool =
         "--environment", str(tmp_path / "environment.json"),
         "--first-iterations", str(tmp_path / "first_iterations.csv"),
         "--cells", str(tmp_path / "cells.parquet"),
+        "--claims", str(tmp_path / "verdicts" / "claims.csv"),
+        "--comparisons", str(tmp_path / "verdicts" / "comparisons.csv"),
         "--out", str(tmp_path / "paper" / "paper.pdf"),
-    ]
+    ] + (["--validation", str(tmp_path / "harness.json")] if validation is not None else [])
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +172,10 @@ def test_hypothesis_0_is_answered_with_numbers(tex):
     # Synthetic data: the loss Jacobian costs 1.5 backward passes (1.57 for a partial cell).
     assert "ranges from 1.50 to 1.57" in tex
     n_modes = sum(len(info.modes) for info in FRAMEWORKS.values())
-    assert rf"0 of {2 * n_modes} lie within 10\% of 1" in tex  # mlp512 and fcn, every mode
-    assert "holds in none of the measured conditions" in tex
+    # mlp512 and fcn, every mode; the intervals are narrow around 1.5
+    assert rf"0 of {2 * n_modes} lie wholly within 10\% of 1" in tex
+    assert f"{2 * n_modes} wholly outside it, and 0 cannot be told apart" in tex
+    assert "is contradicted in every measured condition" in tex
     assert "gives in its last column the ratio" in tex
 
 
@@ -278,3 +293,43 @@ def test_threads_are_checked_against_the_cores_the_loops_used(tex):
     # The fake JAX eager loops kept 1.8 cores busy at 1 thread: named, with the number.
     assert "JAX (eager) (1 thread: up to 1.80 cores)" in tex
     assert "PyTorch (eager) (1 thread" not in tex
+
+
+def test_every_claim_gets_a_verdict_with_its_interval(tex):
+    from adbench.claims import CLAIMS
+    assert r"\label{tab:verdicts}" in tex and r"\label{tab:comparisons}" in tex
+    for name in ("Hypothesis 0", "Hypothesis 1", "Depth", "The JIT"):
+        assert name in tex
+    assert tex.count(r"\textbf{supported}") + tex.count(r"\textbf{contradicted}") + tex.count(
+        r"\textbf{inconclusive}") + tex.count(r"\textbf{not measured}") == len(CLAIMS)
+    assert "[" in tex.split(r"\label{tab:comparisons}")[1]
+
+
+def test_statistics_and_an_unrun_validation_are_stated(tex):
+    assert "3 had step times whose interquartile range exceeded 10\\% of their median" in tex
+    assert "in 2 cells that took longer than the configured warm-up" in tex
+    assert "was not run for this results tree" in tex
+
+
+def test_ratios_in_tables_carry_their_interval(tex):
+    table2 = tex.split(r"\label{tab:table2_compiled}")[1].split(r"\end{longtable}")[0]
+    assert r"2.00\,{\tiny[" in table2  # the synthetic step/step speed-up, with its interval
+
+
+def test_a_harness_validation_run_is_reported_with_its_numbers(tmp_path):
+    validation = {
+        "ended_at": "2026-11-22T12:00:00", "machine": {"cpu_model": "Fake CPU", "cpu_count": 2},
+        "workload": {"repeats": 5},
+        "comparisons": [{"framework": "torch", "quantity": "backward_s",
+                         "independent_timer": "torch.utils.benchmark.Timer",
+                         "ratios": [1.01, 0.99, 1.02], "ratio_median": 1.01, "target": 0.05,
+                         "within_target": True}],
+        "null_overhead": {"split_timer_median_s": 1.5e-7, "whole_timer_median_s": 9e-8,
+                          "fraction_of_fastest": 0.002, "within_target": True},
+        "interference": {"ratio_median": 1.004, "within_noise": True, "cells": [{}, {}]},
+    }
+    render_paper.main(make_inputs(tmp_path, validation=validation) + ["--tex-only"])
+    tex = " ".join((tmp_path / "paper" / "paper.tex").read_text().split())
+    assert "torch backward against \\texttt{torch.utils.benchmark.Timer}, 1.01" in tex
+    assert "0.150~\\si{\\micro\\second}" in tex
+    assert "differ by a median factor of 1.00, within the cells' noise" in tex

@@ -80,3 +80,23 @@ rule tables:
         "--bootstrap {input.bootstrap} --confidence {params.confidence} "
         "--noise-threshold {params.noise} --outdir {params.outdir} > {log} 2>&1"
 
+
+rule verdicts:
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        bootstrap=tree("aggregate/bootstrap.parquet"),
+        code=code("make_verdicts.py", "verdicts.py", "claims.py", "inference.py", "spec.py"),
+    output:
+        claims=tree("verdicts/claims.csv"),
+        comparisons=tree("verdicts/comparisons.csv"),
+    log:
+        tree("logs/verdicts.log"),
+    conda:
+        env_file(spec.ANALYSIS_ENV)
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        outdir=lambda w, output: os.path.dirname(output.claims),
+        confidence=config["statistics"]["confidence"],
+    shell:
+        "{params.python} {input.code[0]} --bootstrap {input.bootstrap} "
+        "--confidence {params.confidence} --outdir {params.outdir} > {log} 2>&1"

@@ -6,7 +6,15 @@ rule paper:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         template="report/paper.tex.j2",
-        code=code("render_paper.py", "spec.py", "tables.py", "stats.py"),
+        code=code(
+            "render_paper.py",
+            "spec.py",
+            "tables.py",
+            "stats.py",
+            "report_stats.py",
+            "claims.py",
+            "inference.py",
+        ),
         bib="report/references.bib",
         published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.*")),
         tables=TABLE_FILES,
@@ -17,6 +25,10 @@ rule paper:
         gradients=tree("checks/gradients.csv"),
         environment=tree("aggregate/environment.json"),
         first=tree("aggregate/first_iterations.csv"),
+        claims=tree("verdicts/claims.csv"),
+        comparisons=tree("verdicts/comparisons.csv"),
+        # benchmarks/validate_harness.py's findings, when someone ran it for this tree.
+        validation=lambda w: [p for p in [tree("validation/harness.json")] if os.path.exists(p)],
     output:
         tree("paper/paper.pdf"),
     log:
@@ -26,10 +38,14 @@ rule paper:
     params:
         python=env_python(spec.ANALYSIS_ENV),
         tables=lambda w, input: os.path.dirname(input.tables[0]),
+        validation=lambda w, input: (
+            f"--validation {input.validation[0]}" if input.validation else ""
+        ),
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
         "--published report/published --tables {params.tables} --figure {input.figure} "
         "--jacobians-figure {input.jacobians} --frameworks-figure {input.frameworks} "
         "--cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "
-        "--first-iterations {input.first} --out {output} > {log} 2>&1"
+        "--first-iterations {input.first} --claims {input.claims} "
+        "--comparisons {input.comparisons} {params.validation} --out {output} > {log} 2>&1"

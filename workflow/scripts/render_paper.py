@@ -24,7 +24,9 @@ import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from adbench import inference, report_stats  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
+from adbench.claims import EQUAL_MARGIN  # noqa: E402
 from adbench.spec import (  # noqa: E402
     FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, timed_quantities)
 from adbench.tables import latex, missing  # noqa: E402
@@ -42,7 +44,6 @@ QUANTITY_TEXT = {"backward_s": "the backward pass alone", "forward_s": "the forw
                  "step_s": "the whole step (forward and derivative)"}
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
 # A ratio this close to 1 counts as "equal" when a hypothesis claims two costs are equal.
-EQUAL_WITHIN = 0.10
 NOT_IN_GRID = "not in this run's grid (not measured)"
 # What claims.json may say about a hypothesis (keyed by table name); only name and statement
 # are required.
@@ -61,6 +62,14 @@ def pm(mean, sd) -> str:
 
 def ratio(value) -> str:
     return "n/a" if missing(value) else f"{value:.2f}"
+
+
+def ratio_ci(r: dict, name: str) -> str:
+    """A printed ratio with its bootstrap interval in small type, when the tables have one."""
+    value, low, high = (r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high"))
+    if missing(value) or missing(low) or missing(high):
+        return ratio(value)
+    return rf"{value:.2f}\,{{\tiny[{low:.2f}, {high:.2f}]}}"
 
 
 def far_ratio(value) -> str:
@@ -208,7 +217,7 @@ def our_cells(found: pd.DataFrame, table: TableInfo, pair, where: str, notes: No
     cells = [pm(r.get("mean"), r.get("mean_sd")),
              pm(r.get("std"), r.get("std_sd") if std_sd else None)]
     if table.improvement:
-        cells += ([ratio(r.get("improvement")), ratio(r.get("improvement_study_style"))]
+        cells += ([ratio_ci(r, "improvement"), ratio_ci(r, "improvement_study_style")]
                   if compiled else ["--", "--"])
     if found.empty:
         cells[0] += superscript(notes.mark(NOT_IN_GRID))
@@ -231,12 +240,12 @@ def study_cells(found: pd.DataFrame, table: TableInfo) -> list:
 
 
 def ratio_cells(found_by_pair: dict, n_stats: int) -> list:
-    return [f"\\multicolumn{{{n_stats}}}{{c}}{{{ratio(ratio_of(found))}}}"
+    return [f"\\multicolumn{{{n_stats}}}{{c}}{{{ratio_of(found)}}}"
             for found in found_by_pair.values()]
 
 
-def ratio_of(found: pd.DataFrame):
-    return found["task_ratio"].iloc[0] if len(found) else math.nan
+def ratio_of(found: pd.DataFrame) -> str:
+    return ratio_ci(found.iloc[0].to_dict(), "task_ratio") if len(found) else ratio(math.nan)
 
 
 def model_heading(model: str) -> str:
@@ -390,9 +399,9 @@ def rows_line(table: TableInfo, pair, found: dict, where: str, notes: Notes) -> 
         if table.first_step:
             mine.append(pm(r.get("first_step"), r.get("first_step_sd")))
         if table.improvement:
-            mine.append(ratio(r.get("improvement")) if compiled else "--")
+            mine.append(ratio_ci(r, "improvement") if compiled else "--")
         if ratio_pair and task == ratio_pair[1]:
-            mine.append(ratio(r.get("task_ratio")))
+            mine.append(ratio_ci(r, "task_ratio"))
         if not r:
             mine[0] += superscript(notes.mark(NOT_IN_GRID))
         elif r["status"] != "ok":
@@ -551,21 +560,23 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | 
     if rows.empty:
         return None
     several = rows[["device", "threads"]].drop_duplicates().shape[0] > 1
-    conditions = [{"where": latex(condition_label(r, several)), "ratio": float(r.task_ratio)}
-                  for r in rows.itertuples()]
+    conditions = [{"where": latex(condition_label(r, several)), "ratio": float(r.task_ratio),
+                   "judged": judge_equal(r)} for r in rows.itertuples()]
     ratios = [c["ratio"] for c in conditions]
-    within = [c for c in conditions if abs(c["ratio"] - 1) <= EQUAL_WITHIN]
+    within = [c for c in conditions if c["judged"] == inference.SUPPORTED]
+    n_outside = sum(c["judged"] == inference.CONTRADICTED for c in conditions)
     worst = max(conditions, key=lambda c: abs(math.log(c["ratio"])))
     return {
         "table": table.name, "title": latex(table.title),
         "numerator": latex(TASKS[pair[1]].label), "denominator": latex(TASKS[pair[0]].label),
-        "n": len(conditions), "n_within": len(within), "within_pct": f"{EQUAL_WITHIN:.0%}"
-        .replace("%", r"\%"), "span": span(ratios),
+        "n": len(conditions), "n_within": len(within), "n_outside": n_outside,
+        "n_noise": len(conditions) - len(within) - n_outside,
+        "within_pct": f"{EQUAL_MARGIN:.0%}".replace("%", r"\%"), "span": span(ratios),
         "low": ratio(min(ratios)), "high": ratio(max(ratios)),
         "median": ratio(statistics.median(ratios)),
         "worst": worst["where"], "worst_ratio": ratio(worst["ratio"]),
         "within": [c["where"] for c in within],
-        "verdict": verdict(len(within), len(conditions)),
+        "verdict": verdict(len(within), n_outside, len(conditions)),
         "hypothesis": {k: latex(v) for k, v in {**HYPOTHESIS_FIELDS, **hypothesis}.items()}
         if hypothesis else None,
     }
@@ -576,12 +587,27 @@ def condition_label(r, with_block: bool) -> str:
     return label + (f", {block_heading(r.device, r.threads)}" if with_block else "")
 
 
-def verdict(n_within: int, n: int) -> str:
+def judge_equal(r) -> str:
+    """Whether a condition's task ratio is 1 within the margin, by its bootstrap interval (by
+    the ratio alone in tables written without intervals)."""
+    low, high = (getattr(r, "task_ratio_low", math.nan), getattr(r, "task_ratio_high", math.nan))
+    if missing(low) or missing(high):
+        low = high = r.task_ratio
+    return inference.verdict_equal(
+        inference.Interval(r.task_ratio, low, high, None), EQUAL_MARGIN)
+
+
+def verdict(n_within: int, n_outside: int, n: int) -> str:
+    """In words, from the conditions' intervals: inside the margin, wholly outside, or not
+    distinguishable from its edge (within noise)."""
     if n_within == n:
         return "holds in every measured condition"
-    if n_within == 0:
-        return "holds in none of the measured conditions"
-    return f"holds in {n_within} of {n} measured conditions only"
+    if n_outside == n:
+        return "is contradicted in every measured condition"
+    undecided = n - n_within - n_outside
+    return (f"holds in {n_within} of {n} measured conditions, is contradicted in "
+            f"{n_outside}" + (f" and undecided within noise in {undecided}" if undecided
+                              else ""))
 
 
 # ----------------------------------------------------------------------------- scaled-down models
@@ -943,6 +969,11 @@ def build_context(args) -> dict:
         "frameworks_table": next((t.name for t in TABLES if t.first_step
                                   and not data[t.name]["ours"].empty), None),
         "bibliography": Path(args.bib).stem,
+        "statistics": report_stats.statistics_context(env),
+        "verdicts": report_stats.verdicts_context(
+            read_csv(args.claims), read_csv(args.comparisons), claims,
+            env.get("statistics", {}).get("confidence", math.nan)),
+        "validation": report_stats.validation_context(args.validation),
     }
 
 
@@ -966,7 +997,9 @@ def compile_pdf(folder: Path, tex: Path) -> Path:
     command = ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error",
                f"-output-directory={folder}", tex.name]
     log(f"running {' '.join(command)} in {folder}")
-    done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+    # TeX writes its log in bytes, and may cut a UTF-8 character in two at a line break.
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True,
+                          errors="replace")
     pdf = folder / (tex.stem + ".pdf")
     if done.returncode != 0 or not pdf.exists():
         log_file = folder / (tex.stem + ".log")
@@ -995,6 +1028,10 @@ def parse_args(argv=None):
     p.add_argument("--environment", required=True, help="environment.json")
     p.add_argument("--first-iterations", required=True, help="first_iterations.csv")
     p.add_argument("--cells", help="cells.parquet, for the implementation choices (optional)")
+    p.add_argument("--claims", required=True, help="make_verdicts.py's claims.csv")
+    p.add_argument("--comparisons", required=True, help="make_verdicts.py's comparisons.csv")
+    p.add_argument("--validation", help="benchmarks/validate_harness.py's JSON, when it was "
+                   "run (optional: the paper says it was not)")
     p.add_argument("--out", required=True, help="the PDF to write; paper.tex goes beside it")
     p.add_argument("--tex-only", action="store_true", help="render paper.tex, skip latexmk")
     return p.parse_args(argv)

@@ -1,0 +1,157 @@
+"""The seeds' claims that the grid can test, each as comparisons of cells (data, not prose).
+
+A claim's words (its statement and where the seeds make it) live beside the study's numbers,
+in report/published/claims.json under "claims", keyed as here; this module says how our
+cells test it.  A comparison is the ratio numerator / denominator of two conditions' mean
+times.  A claim of kind "greater" expects every ratio above 1 (the numerator slower); kind
+"equal" expects every ratio within 1 ± EQUAL_MARGIN.  adbench.verdicts evaluates them on the
+data, per (device, threads) block measured, with bootstrap intervals.
+
+Nothing here lists frameworks or models of its own: every side is derived from spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from adbench import spec
+
+# "Costs the same": within 10%, the margin the H0 section has always used.
+EQUAL_MARGIN = 0.10
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One condition of a comparison (device and threads come from the block evaluated)."""
+
+    framework: str
+    mode: str
+    model: str
+    task: str
+    quantity: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    numerator: Side
+    denominator: Side
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    key: str  # report/published/claims.json "claims" entry with its words
+    test: str  # how the cells test it, in words for the paper
+    kind: str  # "greater" | "equal"
+    comparisons: tuple[Comparison, ...]
+
+
+def quantity_of(framework: str, mode: str, task: str, prefer: str) -> str:
+    """`prefer` where the cell records it (a whole-step mode has no backward_s), else step_s."""
+    return prefer if prefer in spec.timed_quantities(framework, mode, task) else "step_s"
+
+
+def side(framework: str, mode: str, model: str, task: str, prefer: str = "step_s") -> Side:
+    return Side(framework, mode, model, task, quantity_of(framework, mode, task, prefer))
+
+
+def pairs(frameworks=None, compiled=None) -> Iterator[tuple[str, str]]:
+    """(framework, mode) of the spec, optionally only some frameworks or compiled modes."""
+    for framework, info in spec.FRAMEWORKS.items():
+        if frameworks is not None and framework not in frameworks:
+            continue
+        for mode, mode_info in info.modes.items():
+            if compiled is None or mode_info.compiled == compiled:
+                yield framework, mode
+
+
+def table(name: str) -> spec.TableInfo:
+    return next(t for t in spec.TABLES if t.name == name)
+
+
+def by_parameters(models) -> list[str]:
+    return sorted(models, key=lambda m: spec.MODELS[m].n_parameters)
+
+
+# The study's own pair: PyTorch's default (eager) against TensorFlow's graph mode.
+TORCH_EAGER = ("torch", "eager")
+TF_GRAPH = ("tensorflow", "graph")
+STUDY_JACOBIAN_MODELS = table("table3_jacobian").models  # the study's "small" models
+STUDY_LARGE_MODEL = table("table4_resnet50").models  # its "larger model"
+
+
+def hypothesis_0() -> Claim:
+    h0 = table("table6_hypothesis0")
+    first, second = h0.tasks
+    return Claim(
+        "hypothesis0",
+        f"the {spec.TASKS[second].label} over {spec.TASKS[first].label} ({h0.quantity}) of "
+        f"every model and every (framework, mode) measured, equal within "
+        f"{EQUAL_MARGIN:.0%}",
+        "equal",
+        tuple(Comparison(side(f, m, model, second, h0.quantity),
+                         side(f, m, model, first, h0.quantity))
+              for model in h0.models for f, m in pairs()))
+
+
+def hypothesis_1() -> Claim:
+    models = table("table1_eager").models
+    return Claim(
+        "hypothesis1",
+        "PyTorch eager's step over TensorFlow graph's step on the study's MLPs (backward "
+        "task): above 1 when TensorFlow's compiled step is faster",
+        "greater",
+        tuple(Comparison(side(*TORCH_EAGER, model, "backward"),
+                         side(*TF_GRAPH, model, "backward")) for model in models))
+
+
+def depth() -> Claim:
+    mlps = table("table1_eager").models  # equal parameter counts, growing depth
+    return Claim(
+        "depth",
+        "each MLP's backward pass over the next shallower one's (eager modes of the study's "
+        "frameworks; their step in compiled modes): above 1 when depth costs time",
+        "greater",
+        tuple(Comparison(side(f, m, deeper, "backward", "backward_s"),
+                         side(f, m, shallower, "backward", "backward_s"))
+              for f, m in pairs(spec.STUDY_FRAMEWORKS)
+              for shallower, deeper in zip(mlps, mlps[1:])))
+
+
+def small_vs_large() -> Claim:
+    small = [Comparison(side(*TF_GRAPH, model, task), side(*TORCH_EAGER, model, task))
+             for model in STUDY_JACOBIAN_MODELS for task in spec.JACOBIANS]
+    large = [Comparison(side(*TORCH_EAGER, model, task), side(*TF_GRAPH, model, task))
+             for model in STUDY_LARGE_MODEL for task in spec.JACOBIANS]
+    return Claim(
+        "small_vs_large",
+        "on the small models of the study's Table 3, TensorFlow graph's Jacobian time over "
+        "PyTorch eager's; on ResNet50 (Table 4), PyTorch eager's over TensorFlow graph's; "
+        "both Jacobian tasks; above 1 where the claim holds",
+        "greater", tuple(small + large))
+
+
+def graph_for_large() -> Claim:
+    return Claim(
+        "graph_for_large",
+        "on ResNet50, every other mode of the study's frameworks over TensorFlow graph, both "
+        "Jacobian tasks: above 1 when graph mode is the fastest",
+        "greater",
+        tuple(Comparison(side(f, m, model, task), side(*TF_GRAPH, model, task))
+              for model in STUDY_LARGE_MODEL for task in spec.JACOBIANS
+              for f, m in pairs(spec.STUDY_FRAMEWORKS) if (f, m) != TF_GRAPH))
+
+
+def jit_outperforms() -> Claim:
+    models = ("rnn_cell",) + table("table1_eager").models  # the proposal's example first
+    return Claim(
+        "jit_outperforms",
+        "PyTorch eager's step over TorchScript's, on the proposal's RNN cell and the study's "
+        "MLPs (backward task): above 1 when the JIT is faster",
+        "greater",
+        tuple(Comparison(side(*TORCH_EAGER, model, "backward"),
+                         side("torch", "script", model, "backward")) for model in models))
+
+
+CLAIMS: tuple[Claim, ...] = (hypothesis_0(), hypothesis_1(), depth(), small_vs_large(),
+                             graph_for_large(), jit_outperforms())

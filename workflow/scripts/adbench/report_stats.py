@@ -1,0 +1,136 @@
+"""What the paper says about its statistics, its verdicts and its harness (render_paper).
+
+Every sentence's numbers come from the run: the config's statistics (environment.json), the
+verdicts (make_verdicts.py's claims.csv and comparisons.csv) and, when it was run, the
+harness validation (benchmarks/validate_harness.py's JSON).  Text is LaTeX-escaped here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from adbench import tables as tbl
+from adbench.claims import CLAIMS, EQUAL_MARGIN
+from adbench.spec import MODELS, TASKS
+
+latex = tbl.latex
+
+
+def interval_text(point, low, high) -> str:
+    """'1.23 [1.10, 1.35]' (three significant digits), 'n/a' when not measured."""
+    if tbl.missing(point):
+        return "n/a"
+    return f"{tbl.fmt_number(point)} [{tbl.fmt_number(low)}, {tbl.fmt_number(high)}]"
+
+
+def percent(value) -> str:
+    return "n/a" if tbl.missing(value) else f"{100 * value:.0f}\\%"
+
+
+def claim_words(key: str, published: dict) -> dict:
+    """name, source, statement of a claim, as claims.json gives them."""
+    entry = published.get("claims", {}).get(key, {})
+    if "hypothesis" in entry:
+        entry = {**published.get("hypotheses", {}).get(entry["hypothesis"], {}), **entry}
+    return {k: latex(entry.get(k, key if k == "name" else "")) for k in
+            ("name", "source", "statement")}
+
+
+def side_label(r, end: str) -> str:
+    """'MLP 512, PyTorch (eager), backward' for one end of a comparison row."""
+    get = lambda field: r[f"{end}_{field}"]  # noqa: E731
+    quantity = get("quantity").removesuffix("_s")
+    return (f"{MODELS[get('model')].label}, {tbl.column_label(get('framework'), get('mode'))}, "
+            f"{TASKS[get('task')].label} ({quantity})")
+
+
+def verdicts_context(claims: pd.DataFrame, comparisons: pd.DataFrame, published: dict,
+                     confidence: float) -> dict:
+    """A row per claim (its words, our test, verdict and interval), and every measured
+    comparison for the appendix table."""
+    rows = []
+    for claim in CLAIMS:
+        found = claims[claims["claim"] == claim.key]
+        if found.empty:
+            continue
+        r = found.iloc[0]
+        rows.append({
+            **claim_words(claim.key, published), "test": latex(claim.test),
+            "verdict": latex(r["verdict"]), "n": int(r["n"]),
+            "counts": latex(f"{int(r['n_supported'])}/{int(r['n_contradicted'])}/"
+                            f"{int(r['n_inconclusive'])}"),
+            "n_not_measured": int(r["n_not_measured"]),
+            "ratio": interval_text(r["ratio"], r["low"], r["high"]),
+        })
+    measured = comparisons[comparisons["verdict"] != "not measured"]
+    several = measured[["device", "threads"]].drop_duplicates().shape[0] > 1
+    names = {row_key: words["name"] for row_key, words in
+             ((c.key, claim_words(c.key, published)) for c in CLAIMS)}
+    return {
+        "claims": rows,
+        "comparisons": [{
+            "claim": names.get(r["claim"], latex(r["claim"])),
+            "numerator": latex(side_label(r, "numerator")),
+            "denominator": latex(side_label(r, "denominator")),
+            "block": latex(f"{r['device']}, {r['threads']} thread(s)") if several else "",
+            "ratio": interval_text(r["ratio"], r["low"], r["high"]),
+            "verdict": latex(r["verdict"]),
+        } for _, r in measured.iterrows()],
+        "confidence": percent(confidence),
+        "margin": percent(EQUAL_MARGIN),
+    }
+
+
+def statistics_context(env: dict) -> dict:
+    """The analysis settings and how many cells the flags caught."""
+    rules = env.get("statistics", {})
+    return {
+        "confidence": percent(rules.get("confidence")),
+        "replicates": rules.get("bootstrap_replicates", "n/a"),
+        "noise_threshold": percent(rules.get("noise_threshold")),
+        "warmup_window": rules.get("warmup_window", "n/a"),
+        "warmup_tolerance": percent(rules.get("warmup_tolerance")),
+        "n_ok": env.get("n_ok", "n/a"),
+        "n_noisy": env.get("n_noisy", "n/a"),
+        "n_warmup_short": env.get("n_warmup_short", "n/a"),
+    }
+
+
+def microseconds(seconds) -> str:
+    return "n/a" if tbl.missing(seconds) else tbl.fmt_number(seconds * 1e6)
+
+
+def validation_context(path: str | None) -> dict | None:
+    """benchmarks/validate_harness.py's findings, or None when it was not run."""
+    if not path or not Path(path).exists():
+        return None
+    found = json.loads(Path(path).read_text())
+    null = found.get("null_overhead") or {}
+    interference = found.get("interference")
+    return {
+        "date": latex(str(found.get("ended_at", ""))[:10]),
+        "machine": latex(f"{found.get('machine', {}).get('cpu_model', 'n/a')}, "
+                         f"{found.get('machine', {}).get('cpu_count', 'n/a')} CPUs"),
+        "repeats": found.get("workload", {}).get("repeats", "n/a"),
+        "comparisons": [{
+            "what": latex(f"{c['framework']} {c['quantity'].removesuffix('_s')}"),
+            "timer": latex(c["independent_timer"]),
+            "ratio": tbl.fmt_ratio(c["ratio_median"]),
+            "spread": latex(", ".join(f"{x:.3f}" for x in c["ratios"])),
+            "ok": c["within_target"], "target": percent(c["target"]),
+        } for c in found.get("comparisons", [])],
+        "null_split_us": microseconds(null.get("split_timer_median_s")),
+        "null_whole_us": microseconds(null.get("whole_timer_median_s")),
+        "null_fraction": (percent(null["fraction_of_fastest"])
+                          if not tbl.missing(null.get("fraction_of_fastest")) else "n/a"),
+        "null_ok": bool(null.get("within_target")),
+        "interference": None if not interference else {
+            "ratio": tbl.fmt_ratio(interference.get("ratio_median", math.nan)),
+            "ok": bool(interference.get("within_noise")),
+            "n": len(interference.get("cells", [])),
+        },
+    }
