@@ -105,6 +105,7 @@ def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool =
         "--environment", str(tmp_path / "environment.json"),
         "--first-iterations", str(tmp_path / "first_iterations.csv"),
         "--cells", str(tmp_path / "cells.parquet"),
+        "--bootstrap", str(tmp_path / "bootstrap.parquet"),
         "--claims", str(tmp_path / "verdicts" / "claims.csv"),
         "--comparisons", str(tmp_path / "verdicts" / "comparisons.csv"),
         "--out", str(tmp_path / "paper" / "paper.pdf"),
@@ -333,3 +334,10 @@ def test_a_harness_validation_run_is_reported_with_its_numbers(tmp_path):
     assert "torch backward against \\texttt{torch.utils.benchmark.Timer}, 1.01" in tex
     assert "0.150~\\si{\\micro\\second}" in tex
     assert "differ by a median factor of 1.00, within the cells' noise" in tex
+
+
+def test_headline_ratios_are_geometric_means_with_intervals(tex):
+    abstract = tex.split(r"\end{abstract}")[0]
+    # synthetic: every compiled step is half the eager one
+    assert "like for like (geometric mean 2.00 [" in abstract
+    assert "(geometric mean" in abstract.split("takes", 1)[1]

@@ -25,6 +25,7 @@ rule paper:
         gradients=tree("checks/gradients.csv"),
         environment=tree("aggregate/environment.json"),
         first=tree("aggregate/first_iterations.csv"),
+        bootstrap=tree("aggregate/bootstrap.parquet"),
         claims=tree("verdicts/claims.csv"),
         comparisons=tree("verdicts/comparisons.csv"),
         # benchmarks/validate_harness.py's findings, when someone ran it for this tree.
@@ -47,5 +48,6 @@ rule paper:
         "--jacobians-figure {input.jacobians} --frameworks-figure {input.frameworks} "
         "--cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "
-        "--first-iterations {input.first} --claims {input.claims} "
+        "--first-iterations {input.first} --bootstrap {input.bootstrap} "
+        "--claims {input.claims} "
         "--comparisons {input.comparisons} {params.validation} --out {output} > {log} 2>&1"

@@ -24,7 +24,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import inference, report_stats  # noqa: E402
+from adbench import inference, report_stats, stats  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
 from adbench.claims import EQUAL_MARGIN  # noqa: E402
 from adbench.spec import (  # noqa: E402
@@ -463,30 +463,52 @@ def per_model(tidy: pd.DataFrame, pair, value: str) -> pd.Series:
     return pd.to_numeric(rows.set_index(["model", "task"])[value], errors="coerce")
 
 
-def column_ratios(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame) -> list:
-    """Every column over the table's first one, over models: ours (first block) and the study's."""
+def condition_key(r, quantity: str, **changes) -> tuple:
+    """A tidy row's key in stats.replicates_by_condition (with some fields changed)."""
+    fields = {**{k: r[k] for k in stats.CONDITION_FIELDS}, **changes}
+    return (*(fields[k] for k in stats.CONDITION_FIELDS), quantity)
+
+
+def column_ratios(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame,
+                  found: dict, confidence: float) -> list:
+    """Every column over the table's first one, over models: ours (first block; their span and
+    geometric mean with its interval) and the study's."""
     mine = ok_rows(first_block(ours))
     pairs = [p for p in tbl.table_modes(table) if p in set(zip(mine["framework"], mine["mode"]))]
     out = []
     for pair in pairs[1:]:
         study = published.assign(mean=pd.to_numeric(published["mean"], errors="coerce"))
+        rows = mine[(mine["framework"] == pair[0]) & (mine["mode"] == pair[1])]
+        sides = [(condition_key(r, table.quantity),
+                  condition_key(r, table.quantity, framework=pairs[0][0], mode=pairs[0][1]))
+                 for _, r in rows.iterrows()]
         out.append({
             "column": pair_label(*pair), "baseline": pair_label(*pairs[0]),
             "ours": span(per_model(mine, pair, "mean") / per_model(mine, pairs[0], "mean")),
+            "geomean": report_stats.geometric_mean_text(found, sides, confidence),
             "study": span(per_model(study, pair, "mean") / per_model(study, pairs[0], "mean")),
         })
     return out
 
 
-def improvement_headline(table: TableInfo, ours: pd.DataFrame,
-                         published: pd.DataFrame) -> list:
-    """Per compiled column: our two speed-ups over models (first block), and the study's."""
+def improvement_headline(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame,
+                         found: dict, confidence: float) -> list:
+    """Per compiled column: our two speed-ups over models (first block; like for like also as
+    a geometric mean with its interval), and the study's."""
     mine = ok_rows(first_block(ours))
     study = (published.assign(improvement=pd.to_numeric(published["improvement"],
                                                         errors="coerce"))
              if "improvement" in published else None)
+
+    def like_for_like(pair) -> list:
+        rows = mine[(mine["framework"] == pair[0]) & (mine["mode"] == pair[1])]
+        eager = tbl.eager_mode_of(pair[0])
+        return [(condition_key(r, "step_s", mode=eager), condition_key(r, "step_s"))
+                for _, r in rows.iterrows()]
     return [{"column": pair_label(*pair),
              "ours": span(per_model(mine, pair, "improvement")),
+             "geomean": report_stats.geometric_mean_text(found, like_for_like(pair),
+                                                         confidence),
              "ours_study_style": span(per_model(mine, pair, "improvement_study_style")),
              "study": span(per_model(study, pair, "improvement")) if study is not None
              else "n/a"}
@@ -495,17 +517,20 @@ def improvement_headline(table: TableInfo, ours: pd.DataFrame,
             and pair in set(zip(mine["framework"], mine["mode"]))]
 
 
-def headline(data: dict) -> dict:
-    """The abstract's numbers: the first measured table of eager columns, of improvements."""
+def headline(data: dict, found: dict, confidence: float) -> dict:
+    """The abstract's numbers: the first measured table of eager columns, of improvements;
+    `found`: stats.replicates_by_condition, for their intervals."""
     eager = next((t for t in TABLES if t.compiled is False and not data[t.name]["ours"].empty),
                  None)
     gains = next((t for t in TABLES if t.improvement and not data[t.name]["ours"].empty), None)
     return {
         "eager_table": latex(eager.study_table) if eager else "",
         "eager_block": first_block_heading(data[eager.name]["ours"]) if eager else "",
-        "eager_ratios": column_ratios(eager, **data[eager.name]) if eager else [],
+        "eager_ratios": (column_ratios(eager, **data[eager.name], found=found,
+                                       confidence=confidence) if eager else []),
         "improvement_block": first_block_heading(data[gains.name]["ours"]) if gains else "",
-        "improvements": improvement_headline(gains, **data[gains.name]) if gains else [],
+        "improvements": (improvement_headline(gains, **data[gains.name], found=found,
+                                              confidence=confidence) if gains else []),
     }
 
 
@@ -561,7 +586,8 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | 
         return None
     several = rows[["device", "threads"]].drop_duplicates().shape[0] > 1
     conditions = [{"where": latex(condition_label(r, several)), "ratio": float(r.task_ratio),
-                   "judged": judge_equal(r)} for r in rows.itertuples()]
+                   "judged": judge_equal(r), "differs": interval_of(r).excludes_one}
+                  for r in rows.itertuples()]
     ratios = [c["ratio"] for c in conditions]
     within = [c for c in conditions if c["judged"] == inference.SUPPORTED]
     n_outside = sum(c["judged"] == inference.CONTRADICTED for c in conditions)
@@ -571,6 +597,8 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | 
         "numerator": latex(TASKS[pair[1]].label), "denominator": latex(TASKS[pair[0]].label),
         "n": len(conditions), "n_within": len(within), "n_outside": n_outside,
         "n_noise": len(conditions) - len(within) - n_outside,
+        # the tasks' costs told apart at all: the ratio's interval excludes 1
+        "n_differs": sum(c["differs"] for c in conditions),
         "within_pct": f"{EQUAL_MARGIN:.0%}".replace("%", r"\%"), "span": span(ratios),
         "low": ratio(min(ratios)), "high": ratio(max(ratios)),
         "median": ratio(statistics.median(ratios)),
@@ -587,14 +615,18 @@ def condition_label(r, with_block: bool) -> str:
     return label + (f", {block_heading(r.device, r.threads)}" if with_block else "")
 
 
-def judge_equal(r) -> str:
-    """Whether a condition's task ratio is 1 within the margin, by its bootstrap interval (by
-    the ratio alone in tables written without intervals)."""
+def interval_of(r) -> inference.Interval:
+    """A tidy row's task ratio and its bootstrap interval (the ratio alone, as a point, in
+    tables written without intervals)."""
     low, high = (getattr(r, "task_ratio_low", math.nan), getattr(r, "task_ratio_high", math.nan))
     if missing(low) or missing(high):
         low = high = r.task_ratio
-    return inference.verdict_equal(
-        inference.Interval(r.task_ratio, low, high, None), EQUAL_MARGIN)
+    return inference.Interval(r.task_ratio, low, high, None)
+
+
+def judge_equal(r) -> str:
+    """Whether a condition's task ratio is 1 within the margin, by its interval."""
+    return inference.verdict_equal(interval_of(r), EQUAL_MARGIN)
 
 
 def verdict(n_within: int, n_outside: int, n: int) -> str:
@@ -939,6 +971,9 @@ def build_context(args) -> dict:
     first = read_csv(args.first_iterations)
     cells = pd.read_parquet(args.cells) if args.cells else None
     measured = set().union(*(set(d["ours"]["model"]) for d in data.values()))
+    confidence = env.get("statistics", {}).get("confidence", math.nan)
+    found = (stats.replicates_by_condition(pd.read_parquet(args.bootstrap)) if args.bootstrap
+             else {})
     findings = [f for t in TABLES
                 if (f := ratio_finding(t, data[t.name]["ours"], claims)) is not None]
     return {
@@ -948,7 +983,7 @@ def build_context(args) -> dict:
         "modes": modes_context(),
         "tasks": tasks_context(),
         "tables": [table_context(t, **data[t.name]) for t in TABLES],
-        "headline": headline(data),
+        "headline": headline(data, found, confidence),
         "example": study_example(data),
         "findings": findings,
         "hypotheses": [f for f in findings if f["hypothesis"]],
@@ -971,8 +1006,7 @@ def build_context(args) -> dict:
         "bibliography": Path(args.bib).stem,
         "statistics": report_stats.statistics_context(env),
         "verdicts": report_stats.verdicts_context(
-            read_csv(args.claims), read_csv(args.comparisons), claims,
-            env.get("statistics", {}).get("confidence", math.nan)),
+            read_csv(args.claims), read_csv(args.comparisons), claims, confidence),
         "validation": report_stats.validation_context(args.validation),
     }
 
@@ -1028,6 +1062,8 @@ def parse_args(argv=None):
     p.add_argument("--environment", required=True, help="environment.json")
     p.add_argument("--first-iterations", required=True, help="first_iterations.csv")
     p.add_argument("--cells", help="cells.parquet, for the implementation choices (optional)")
+    p.add_argument("--bootstrap", help="aggregate's bootstrap.parquet: intervals of the "
+                   "summary ratios in the text (n/a without)")
     p.add_argument("--claims", required=True, help="make_verdicts.py's claims.csv")
     p.add_argument("--comparisons", required=True, help="make_verdicts.py's comparisons.csv")
     p.add_argument("--validation", help="benchmarks/validate_harness.py's JSON, when it was "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from adbench import inference
 from adbench import tables as tbl
 from adbench.claims import CLAIMS, EQUAL_MARGIN
 from adbench.spec import MODELS, TASKS
@@ -25,6 +26,19 @@ def interval_text(point, low, high) -> str:
     if tbl.missing(point):
         return "n/a"
     return f"{tbl.fmt_number(point)} [{tbl.fmt_number(low)}, {tbl.fmt_number(high)}]"
+
+
+def geometric_mean_text(found: dict, sides: list[tuple[tuple, tuple]],
+                        confidence: float) -> str:
+    """'1.23 [1.10, 1.35]': the geometric mean over (numerator, denominator) keys of
+    stats.replicates_by_condition, with its interval; ', within noise' when it contains 1."""
+    intervals = [inference.ratio_interval(found[n], found[d], confidence)
+                 for n, d in sides if n in found and d in found]
+    if not intervals:
+        return "n/a"
+    mean = inference.geometric_mean_interval(intervals, confidence)
+    return (interval_text(mean.point, mean.low, mean.high)
+            + ("" if mean.excludes_one else ", within noise"))
 
 
 def percent(value) -> str:
@@ -70,8 +84,12 @@ def verdicts_context(claims: pd.DataFrame, comparisons: pd.DataFrame, published:
     several = measured[["device", "threads"]].drop_duplicates().shape[0] > 1
     names = {row_key: words["name"] for row_key, words in
              ((c.key, claim_words(c.key, published)) for c in CLAIMS)}
+    tally = claims["verdict"].value_counts()
     return {
         "claims": rows,
+        "tally": ", ".join(f"{int(tally[v])} {latex(v)}" for v in
+                           ("supported", "contradicted", "inconclusive", "not measured")
+                           if v in tally),
         "comparisons": [{
             "claim": names.get(r["claim"], latex(r["claim"])),
             "numerator": latex(side_label(r, "numerator")),

@@ -182,3 +182,10 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int,
                          "point": inference.point_mean(samples),
                          "replicates": inference.bootstrap_means(samples, replicates, rng)})
     return pd.DataFrame(rows, columns=keys + ["quantity", "point", "replicates"])
+
+
+def replicates_by_condition(bootstrap: pd.DataFrame) -> dict[tuple, tuple[float, np.ndarray]]:
+    """bootstrap_replicates' rows by (*CONDITION_FIELDS, quantity): (point, replicates)."""
+    keys = list(CONDITION_FIELDS) + ["quantity"]
+    return {tuple(k): (point, np.asarray(reps, dtype=float)) for *k, point, reps in
+            bootstrap[keys + ["point", "replicates"]].itertuples(index=False)}

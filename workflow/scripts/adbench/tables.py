@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 import unicodedata
 
-import numpy as np
 import pandas as pd
 
 from adbench import inference, stats
@@ -197,9 +196,7 @@ def interval_columns(tidy: pd.DataFrame, table: TableInfo, bootstrap: pd.DataFra
         tidy[f"{name}_low"], tidy[f"{name}_high"] = math.nan, math.nan
     if bootstrap is None or bootstrap.empty or tidy.empty:
         return tidy
-    keys = list(stats.CONDITION_FIELDS) + ["quantity"]
-    found = {tuple(k): (point, np.asarray(reps, dtype=float)) for *k, point, reps in
-             bootstrap[keys + ["point", "replicates"]].itertuples(index=False)}
+    found = stats.replicates_by_condition(bootstrap)
     for index, r in tidy.iterrows():
         for name, (numerator, denominator) in ratio_sides(table, r).items():
             if numerator in found and denominator in found:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from adbench import inference
+from adbench import inference, stats
 from adbench.claims import CLAIMS, EQUAL_MARGIN, Claim, Side
 
 NOT_MEASURED = "not measured"
@@ -26,16 +26,9 @@ CLAIM_COLUMNS = ["claim", "kind", "test", "n", "n_supported", "n_contradicted",
                  "n_inconclusive", "n_not_measured", "ratio", "low", "high", "verdict"]
 
 
-def lookup(bootstrap: pd.DataFrame) -> dict:
-    """(framework, mode, model, task, quantity, device, threads) -> (point, replicates)."""
-    keys = zip(bootstrap["framework"], bootstrap["mode"], bootstrap["model"], bootstrap["task"],
-               bootstrap["quantity"], bootstrap["device"], bootstrap["threads"])
-    return {key: (point, np.asarray(reps, dtype=float))
-            for key, point, reps in zip(keys, bootstrap["point"], bootstrap["replicates"])}
-
-
 def key_of(side: Side, device: str, threads: int) -> tuple:
-    return (side.framework, side.mode, side.model, side.task, side.quantity, device, threads)
+    """The side's key in stats.replicates_by_condition."""
+    return (side.framework, side.mode, side.model, side.task, device, threads, side.quantity)
 
 
 def judge(claim: Claim, interval: inference.Interval) -> str:
@@ -47,7 +40,7 @@ def judge(claim: Claim, interval: inference.Interval) -> str:
 def evaluate(bootstrap: pd.DataFrame, confidence: float,
              claims=CLAIMS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(claims, comparisons): a row per claim with its verdict, one per comparison and block."""
-    found = lookup(bootstrap)
+    found = stats.replicates_by_condition(bootstrap)
     blocks = sorted(set(zip(bootstrap["device"], bootstrap["threads"])))
     claim_rows, comparison_rows = [], []
     for claim in claims:
