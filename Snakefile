@@ -12,6 +12,19 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# On a cluster (profiles/slurm) only the timing and reference jobs are submitted; building
+# environments (into the shared .venvs/), the analysis and the paper run on the submit host.
+localrules:
+    all,
+    build_venv,
+    aggregate,
+    check_gradients,
+    tables,
+    verdicts,
+    figures,
+    paper,
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/environments.smk"
 include: "workflow/rules/measure.smk"

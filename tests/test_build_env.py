@@ -13,7 +13,8 @@ from adbench import spec
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))
-PIN = re.compile(r"^([A-Za-z0-9_.-]+)==([0-9][^\s;]*)$")
+# name, optional [extras] (tensorflow[and-cuda]), exact version
+PIN = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[[A-Za-z0-9_,-]+\])?==([0-9][^\s;]*)$")
 
 
 def pins(path):
@@ -23,6 +24,17 @@ def pins(path):
 def test_every_framework_and_the_analysis_env_has_a_pin_file():
     names = {p.stem for p in ENV_FILES}
     assert {info.env for info in spec.FRAMEWORKS.values()} | {spec.ANALYSIS_ENV} <= names
+    assert {info.cuda_env for info in spec.FRAMEWORKS.values() if info.cuda_env} <= names
+
+
+@pytest.mark.parametrize("framework", [f for f, i in spec.FRAMEWORKS.items() if i.cuda_env])
+def test_a_cuda_build_pins_the_same_versions_as_the_cpu_build(framework):
+    """CPU and GPU numbers compare one version of a framework: the CUDA pin file differs in
+    its build (the package or its extra), never in a version."""
+    info = spec.FRAMEWORKS[framework]
+    cpu, cuda = (pins(ROOT / "envs" / f"{env}.yaml") for env in (info.env, info.cuda_env))
+    strip = lambda name: name.removesuffix("-cpu")  # noqa: E731  tensorflow-cpu -> tensorflow
+    assert {strip(k): v for k, v in cpu.items()} == cuda
 
 
 @pytest.mark.parametrize("path", ENV_FILES, ids=lambda p: p.name)

@@ -245,3 +245,23 @@ def test_readme_documents_every_framework_and_mode():
     for name, info in spec.FRAMEWORKS.items():
         for mode in info.modes:
             assert f"| `{name}` ({info.label}) | `{mode}` |" in readme, (name, mode)
+
+
+def test_cuda_cells_only_for_frameworks_with_a_cuda_build():
+    grid = {"frameworks": {f: list(i.modes)[:1] for f, i in spec.FRAMEWORKS.items()},
+            "models": ["mlp512"], "tasks": ["backward"], "devices": ["cpu", "cuda"],
+            "threads": [1], "seeds": [0]}
+    cells = list(spec.expand_grid(grid))
+    with_cuda = {f for f, i in spec.FRAMEWORKS.items() if i.cuda_env}
+    assert {c.framework for c in cells if c.device == "cuda"} == with_cuda
+    assert {c.framework for c in cells if c.device == "cpu"} == set(spec.FRAMEWORKS)
+    assert {"torch", "tensorflow", "jax"} <= with_cuda
+    skipped = spec.devices_without_a_path(grid)
+    assert skipped == [f"{f} on cuda" for f in spec.FRAMEWORKS if f not in with_cuda]
+
+
+def test_a_cells_environment_follows_its_device():
+    torch = spec.FRAMEWORKS["torch"]
+    assert torch.env_for("cpu") == "torch" and torch.env_for("cuda") == "torch-cuda"
+    theano = spec.FRAMEWORKS["theano"]
+    assert theano.devices == ("cpu",) and theano.env_for("cpu") == "theano"

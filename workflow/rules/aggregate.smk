@@ -25,7 +25,7 @@ rule aggregate:
         settings=json.dumps(
             {
                 "grid": GRIDS,
-                "workload": without_budgets(WORKLOAD),
+                "workload": without_resources(WORKLOAD),
                 "gradient_check": config["gradient_check"],
                 "statistics": config["statistics"],
             }

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
@@ -168,12 +169,19 @@ stop_on(config_problems(config))
 # The union of the grids' cells, each once, in the order the grids list them.
 CELLS = list(dict.fromkeys(cell for grid in GRIDS for cell in spec.expand_grid(grid)))
 WORKLOAD = config["workload"]
+# Said, not silently dropped: a grid's device that a framework has no build for.
+for _skipped in dict.fromkeys(s for grid in GRIDS for s in spec.devices_without_a_path(grid)):
+    logger.warning(f"adbench: no cells for {_skipped} (no CUDA build of it here; spec.py)")
 
 
-def without_budgets(workload):
-    """The workload keys that shape the numbers: a budget does not, so changing one re-runs
-    no aggregation either."""
-    drop = lambda keys: {k: v for k, v in keys.items() if k != "budget_s"}
+# Workload keys that are a job's resources, not what it measures.
+RESOURCE_KEYS = ("budget_s", "mem_mb")
+
+
+def without_resources(workload):
+    """The workload keys that shape the numbers: a budget or a memory request does not, so
+    changing one re-runs no aggregation either."""
+    drop = lambda keys: {k: v for k, v in keys.items() if k not in RESOURCE_KEYS}
     return {
         **drop(workload),
         "tasks": {t: drop(v) for t, v in workload["tasks"].items() if drop(v)},
@@ -184,7 +192,7 @@ def without_budgets(workload):
 def cell_settings(model, task):
     """The workload keys of a (model, task): config defaults, then the task's overrides, then
     the model's."""
-    settings = {k: WORKLOAD[k] for k in ("warmup", "iterations", "budget_s")}
+    settings = {k: WORKLOAD[k] for k in ("warmup", "iterations", *RESOURCE_KEYS)}
     settings.update(WORKLOAD["tasks"].get(task, {}))
     settings.update(WORKLOAD["models"].get(model, {}))
     return settings
@@ -193,6 +201,10 @@ def cell_settings(model, task):
 def cell_budget_s(model, task):
     """Seconds a cell's process may run (run_cell.py kills it then; its loop stops before)."""
     return cell_settings(model, task)["budget_s"]
+
+
+def cell_mem_mb(model, task):
+    return cell_settings(model, task)["mem_mb"]
 
 
 def cell_runtime_min(model, task):
@@ -205,7 +217,8 @@ def cell_workload(model, task):
     """Warm-up, iterations and data sizes of a (model, task): config overrides on the spec's
     defaults (task overrides first, then the model's)."""
     settings = cell_settings(model, task)
-    settings.pop("budget_s")
+    for key in RESOURCE_KEYS:
+        settings.pop(key)
     workload = spec.Workload(model=model, seed=0, task=task, **settings)
     return {
         k: getattr(workload, k)
@@ -295,7 +308,8 @@ def env_python(env):
 
 
 def framework_env(wildcards):
-    return spec.FRAMEWORKS[wildcards.framework].env
+    """The pin file of a cell: its framework's CPU or CUDA build, by the cell's device."""
+    return spec.FRAMEWORKS[wildcards.framework].env_for(wildcards.device)
 
 
 # ------------------------------------------------------------------ code as input

@@ -18,13 +18,17 @@ rule measure:
     conda:
         lambda wc: env_file(framework_env(wc))
     threads: lambda wc: int(wc.threads)
-    # Timing jobs never share the machine with each other (limit set in profiles/default).
-    # The time budget is a resource, not a parameter: raising it re-times nothing.
+    # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
+    # cluster profile sets no limit (each job is its own allocation; README, "SLURM").
+    # Budget and memory are resources, not parameters: raising one re-times nothing.
     resources:
         timing_lock=1,
         # A string: Snakemake's numeric resources are integers, a budget may be 0.5 s.
         budget_s=lambda wc, attempt: f"{cell_budget_s(wc.model, wc.task) * attempt:g}",
         runtime=lambda wc, attempt: cell_runtime_min(wc.model, wc.task) * attempt,
+        mem_mb=lambda wc, attempt: cell_mem_mb(wc.model, wc.task) * attempt,
+        # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
+        gpu=lambda wc: int(wc.device == "cuda"),
     params:
         python=lambda wc: env_python(framework_env(wc)),
         supervisor=env_python(spec.ANALYSIS_ENV),

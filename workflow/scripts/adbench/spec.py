@@ -44,9 +44,20 @@ class FrameworkInfo:
     """A framework: its label, the pin file its jobs run in, its backend module, its modes."""
 
     label: str
-    env: str  # envs/<env>.yaml
+    env: str  # envs/<env>.yaml: its CPU build
     backend: str  # adbench.backends.<backend>
     modes: dict[str, ModeInfo]
+    # envs/<cuda_env>.yaml: its CUDA build, for cuda cells (built only where one runs); None:
+    # the framework has no CUDA path here, and a grid expands no cuda cell of it.
+    cuda_env: str | None = None
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return ("cpu", "cuda") if self.cuda_env else ("cpu",)
+
+    def env_for(self, device: str) -> str:
+        """The pin file a cell on `device` runs in."""
+        return self.cuda_env if device == "cuda" and self.cuda_env else self.env
 
 
 # The valid (framework, mode) pairs: the only table of them in the project.  A key is the
@@ -57,6 +68,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
     "torch": FrameworkInfo(
         label="PyTorch",
         env="torch",
+        cuda_env="torch-cuda",
         backend="torch_backend",
         modes={
             "eager": ModeInfo(False, "eager", "torch.nn modules, loss.backward() / "
@@ -72,6 +84,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
     "tensorflow": FrameworkInfo(
         label="TensorFlow",
         env="tensorflow",
+        cuda_env="tensorflow-cuda",
         backend="tensorflow_backend",
         modes={
             "eager": ModeInfo(False, "eager", "Keras layers under tf.GradientTape, then "
@@ -85,6 +98,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
     "jax": FrameworkInfo(
         label="JAX",
         env="jax",
+        cuda_env="jax-cuda",
         backend="jax_backend",
         modes={
             "eager": ModeInfo(False, "eager", "jax.grad / jax.vjp / jax.jacrev dispatched op "
@@ -145,6 +159,12 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
 }
 ANALYSIS_ENV = "analysis"
 DEVICES = ("cpu", "cuda")
+# Numerics of every CUDA cell, the same in every framework (each backend applies them before
+# building anything, and records them): float32 matmuls in full float32 (TF32 off; TF32 on
+# trades precision for speed differently per framework), no cuDNN autotuning (it picks
+# kernels by timing them, so two runs may time different kernels), and TensorFlow allocating
+# GPU memory as it grows rather than all at start.
+CUDA_NUMERICS = {"tf32": False, "cudnn_autotune": False, "tf_memory_growth": True}
 
 
 # ================================================================ tasks
@@ -572,7 +592,8 @@ def invalid_pairs(frameworks: dict[str, Iterable[str]]) -> list[str]:
 
 
 def expand_grid(grid: dict) -> Iterator[Cell]:
-    """Every valid cell of a validated config grid, in a stable order."""
+    """Every valid cell of a validated config grid, in a stable order; a device a framework
+    has no path for (FrameworkInfo.devices) gives no cell (see devices_without_a_path)."""
     pairs = [
         (framework, mode)
         for framework, modes in grid["frameworks"].items()
@@ -582,7 +603,15 @@ def expand_grid(grid: dict) -> Iterator[Cell]:
     for (framework, mode), model, task, device, threads, seed in itertools.product(
         pairs, grid["models"], grid["tasks"], grid["devices"], grid["threads"], grid["seeds"]
     ):
-        yield Cell(framework, mode, model, task, device, int(threads), int(seed))
+        if device in FRAMEWORKS[framework].devices:
+            yield Cell(framework, mode, model, task, device, int(threads), int(seed))
+
+
+def devices_without_a_path(grid: dict) -> list[str]:
+    """'theano on cuda', ...: what a grid asks for that expand_grid leaves out, to say so."""
+    return [f"{framework} on {device}" for framework in grid["frameworks"]
+            if framework in FRAMEWORKS for device in grid["devices"]
+            if device not in FRAMEWORKS[framework].devices]
 
 
 # ================================================================ data and weights
