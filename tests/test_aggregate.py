@@ -55,3 +55,8 @@ def test_a_timed_out_cells_rows_never_enter_a_statistic():
     kept = stats.rows_of_ok_cells(rows.drop(columns=["status"]), frame)
     assert len(kept) == 9
     assert not ((kept["framework"] == "torch") & (kept["seed"] == 0)).any()
+
+
+def test_a_cells_log_is_found_in_its_own_results_tree():
+    raw = "results-x/raw/cpu/torch/eager/mlp512/backward/t1/seed3.parquet"
+    assert aggregate.log_of(raw) == "results-x/logs/measure/cpu/torch/eager/mlp512/backward/t1/seed3.log"

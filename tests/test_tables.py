@@ -331,3 +331,13 @@ def test_noisy_and_short_warmup_cells_are_flagged_in_words(aggregate):
     assert torch["flags"].str.contains("noisy in 1 of 2 seeds").all()
     assert (tidy.loc[tidy["framework"] != "torch", "flags"] == "").all()
     assert "warm-up longer than configured" in tables.to_markdown(tidy, BY_NAME["table1_eager"])
+
+
+def test_a_failed_cells_note_names_its_log_and_an_unsupported_one_needs_none(aggregate):
+    _, cells = aggregate
+    cells = cells.assign(log=[f"tree/logs/{i}.log" for i in range(len(cells))])
+    notes = tables.condition_status(cells)
+    failed = cells[cells["status"] == "failed"].iloc[0]
+    assert f"(log: {failed['log']})" in " ".join(notes["note"])
+    unsupported = notes[notes["note"].str.contains("unsupported")]
+    assert not unsupported.empty and not unsupported["note"].str.contains("log:").any()

@@ -12,7 +12,7 @@ rule measure:
         raw=tree(spec.RAW_PATTERN),
         gradients=tree(spec.GRADIENT_PATTERN),
     log:
-        tree(f"logs/measure/{spec.CELL_PATH}.log"),
+        tree(spec.LOG_PATTERN),
     benchmark:
         tree(f"benchmarks/measure/{spec.CELL_PATH}.tsv")
     conda:

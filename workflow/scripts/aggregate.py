@@ -22,7 +22,13 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import schema, stats  # noqa: E402
+from adbench import schema, spec, stats  # noqa: E402
+
+
+def log_of(raw_path: str) -> str:
+    """The cell's timing-job log, in the raw file's results tree."""
+    cell = spec.cell_from_path(raw_path)
+    return raw_path[: len(raw_path) - len(cell.raw_path)] + cell.log_path
 
 
 def cell_record(path: str) -> dict:
@@ -31,6 +37,7 @@ def cell_record(path: str) -> dict:
         **info["cell"],
         "status": info["status"],
         "message": info["message"],
+        "log": log_of(path),
         "versions": json.dumps(info.get("versions", {}), sort_keys=True),
         # Implementation choices that move the numbers, and what the framework reported.
         "choices": json.dumps(info.get("choices", {}), sort_keys=True),

@@ -538,6 +538,10 @@ class Cell:
         return GRADIENT_PATTERN.format(**dataclasses.asdict(self))
 
     @property
+    def log_path(self) -> str:
+        return LOG_PATTERN.format(**dataclasses.asdict(self))
+
+    @property
     def reference_path(self) -> str:
         return REFERENCE_PATTERN.format(model=self.model, seed=self.seed,
                                         derivative=TASKS[self.task].derivative)
@@ -551,6 +555,7 @@ CELL_PATH = "{device}/{framework}/{mode}/{model}/{task}/t{threads}/seed{seed}"
 RAW_PATTERN = "raw/" + CELL_PATH + ".parquet"
 # Loss and derivatives (gradients or Jacobian) of a cell at its first batch, for the check.
 GRADIENT_PATTERN = "gradients/" + CELL_PATH + ".npz"
+LOG_PATTERN = "logs/measure/" + CELL_PATH + ".log"  # the timing job's log: what went wrong
 # The float64 ground truth of a model's derivative, shared by every cell that computes it.
 REFERENCE_PATTERN = "reference/{model}/{derivative}/seed{seed}.npz"
 

@@ -129,11 +129,20 @@ def condition_status(cells: pd.DataFrame) -> pd.DataFrame:
         if bad.empty:
             return pd.Series({"status": "ok", "note": ""})
         status = "n/a" if len(bad) == len(group) else "partial"
-        reasons = "; ".join(sorted(set(bad["status"] + ": " + bad["message"].fillna(""))))
+        reasons = "; ".join(sorted(set(bad.apply(reason, axis=1))))
         return pd.Series({"status": status,
                           "note": f"{len(bad)} of {len(group)} seeds not ok ({reasons})"})
     keys = list(stats.CONDITION_FIELDS)
-    return cells.groupby(keys, observed=True)[["status", "message"]].apply(summarise).reset_index()
+    columns = ["status", "message"] + (["log"] if "log" in cells else [])
+    return cells.groupby(keys, observed=True)[columns].apply(summarise).reset_index()
+
+
+def reason(cell: pd.Series) -> str:
+    """'failed: <message> (log: <path>)'; an unsupported cell's reason needs no log."""
+    text = f"{cell['status']}: {'' if pd.isna(cell['message']) else cell['message']}"
+    if cell["status"] in ("failed", "timeout") and isinstance(cell.get("log"), str):
+        text += f" (log: {cell['log']})"
+    return text
 
 
 # ----------------------------------------------------------------------------- derived numbers
