@@ -4,7 +4,8 @@
 #   ./setup.sh          what `snakemake --cores 8` needs; framework envs are built by the
 #                       pipeline itself from envs/*.yaml on first run (into .venvs/)
 #   ./setup.sh --test   also installs the framework and analysis pins into this Python, for
-#                       the test suite and for `--config environments=current`
+#                       the test suite and for `--config environments=current`, and (as root)
+#                       SLURM's packages for the cluster tests
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
@@ -42,5 +43,21 @@ elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 else
   say "TeX Live: not installed; the paper job will fail with this hint, all else runs."
   say "  install: sudo apt-get install --no-install-recommends" $TEX_PACKAGES
+fi
+# The cluster tests (tests/test_slurm.py) start a real single-node SLURM on localhost.
+SLURM_PACKAGES="slurmctld slurmd slurm-client munge"
+if [ "${1:-}" = "--test" ]; then
+  if command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]; then
+    say "SLURM: present"
+  elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "SLURM: installing $SLURM_PACKAGES (Debian/Ubuntu packages)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES >/dev/null
+  else
+    say "SLURM: not installed; the cluster tests will fail saying so."
+    say "  install: sudo apt-get install --no-install-recommends $SLURM_PACKAGES"
+  fi
 fi
 say "done"

@@ -80,6 +80,24 @@ def test_every_output_is_produced(run):
     assert (run / OUT / "paper/paper.pdf").read_bytes()[:4] == b"%PDF"
 
 
+def test_statistics_and_verdicts_come_from_the_runs_data(run):
+    cells = pd.read_parquet(run / OUT / "aggregate/cells.parquet")
+    ok = cells[cells["status"] == "ok"]
+    assert ok["noise"].notna().all() and ok["warmup_detected"].notna().any()
+    bootstrap = pd.read_parquet(run / OUT / "aggregate/bootstrap.parquet")
+    assert len(bootstrap) and all(len(r) == 2000 for r in bootstrap["replicates"])
+    claims = pd.read_csv(run / OUT / "verdicts/claims.csv")
+    assert set(claims["verdict"]) <= {"supported", "contradicted", "inconclusive",
+                                      "not measured"}
+    # The tiny grid has the MLP in both torch modes: the JIT claim is judged, not guessed.
+    assert claims.set_index("claim").loc["jit_outperforms", "verdict"] != "not measured"
+    table2 = pd.read_csv(run / OUT / "tables/table2_compiled.csv")
+    printed = table2[table2["improvement"].notna()]
+    assert len(printed) and printed["improvement_low"].notna().all()
+    tex = (run / OUT / "paper/paper.tex").read_text()
+    assert r"\label{sec:verdicts}" in tex and "was not run for this results tree" in tex
+
+
 def test_raw_files_follow_the_contract(run):
     workload = TINY["workload"]
     for cell in tiny_cells():
@@ -457,6 +475,9 @@ def test_a_cell_over_its_time_budget_is_recorded_timeout(run):
         ({"gradient_check": {"models": {"resnet9000": 1e-3}}},
          "gradient_check.models: unknown model 'resnet9000'"),
         ({"figures": {"first_iterations": 1}}, "'first_iterations'"),
+        ({"statistics": {"confidence": 1.5}}, "'confidence'"),
+        ({"statistics": {"bootstrap_replicates": 10}}, "'bootstrap_replicates'"),
+        ({"workload": {"mem_mb": 0}}, "mem_mb"),
     ],
 )
 def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, named):

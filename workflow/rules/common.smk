@@ -1,6 +1,7 @@
 # Config validation, the grid of cells and the helpers rules use. Runs at parse time,
 # before any job: a bad config stops here with a message naming the key at fault.
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -189,6 +190,9 @@ def without_resources(workload):
     }
 
 
+# Per (model, task), not per job: a campaign plans thousands of jobs from a few dozen of
+# these, and Snakemake calls a rule's functions for every job (benchmarks/dryrun_cost.py).
+@functools.cache
 def cell_settings(model, task):
     """The workload keys of a (model, task): config defaults, then the task's overrides, then
     the model's."""
@@ -213,12 +217,11 @@ def cell_runtime_min(model, task):
     return math.ceil(cell_budget_s(model, task) / 60) + 1
 
 
+@functools.cache
 def cell_workload(model, task):
     """Warm-up, iterations and data sizes of a (model, task): config overrides on the spec's
     defaults (task overrides first, then the model's)."""
-    settings = cell_settings(model, task)
-    for key in RESOURCE_KEYS:
-        settings.pop(key)
+    settings = {k: v for k, v in cell_settings(model, task).items() if k not in RESOURCE_KEYS}
     workload = spec.Workload(model=model, seed=0, task=task, **settings)
     return {
         k: getattr(workload, k)
@@ -330,9 +333,14 @@ def code(script, *modules):
 
 
 def measure_code(wildcards):
-    backend = f"backends/{spec.FRAMEWORKS[wildcards.framework].backend}.py"
+    return list(framework_code(wildcards.framework))
+
+
+@functools.cache
+def framework_code(framework):
+    backend = f"backends/{spec.FRAMEWORKS[framework].backend}.py"
     measure, *modules = code("measure.py", *HARNESS, backend)
-    return [measure, str(SCRIPTS / "run_cell.py"), *modules]  # code[1]: its supervisor
+    return (measure, str(SCRIPTS / "run_cell.py"), *modules)  # [1]: its supervisor
 
 
 # ------------------------------------------------------------------ cells and outputs
@@ -344,6 +352,7 @@ def gradient_files():
     return [tree(cell.gradient_path) for cell in CELLS]
 
 
+@functools.cache
 def data_args(model, task):
     """The data sizes of a (model, task): what its reference must share with its cells."""
     w = cell_workload(model, task)
@@ -370,6 +379,7 @@ def times_killed(wildcards):
         return sum(1 for _ in f)
 
 
+@functools.cache
 def workload_args(model, task):
     w = cell_workload(model, task)
     return f"--warmup {w['warmup']} --iterations {w['iterations']} {data_args(model, task)}"

@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""What planning a campaign costs: the dry run of a 10,000-cell grid against a trivial
+Snakefile with the same number of jobs, measured in one run.
+
+    python3 benchmarks/dryrun_cost.py                 # 10,000+ cells, 3 repeats each
+    python3 benchmarks/dryrun_cost.py --seeds 3 --repeats 1   # a quick look
+
+The grid is every (framework, mode) of the study's two frameworks x every model x every task
+x `--seeds` seeds (336 cells per seed; 30 seeds give 10,080). Both dry runs start in a fresh
+copy of the checkout (no .snakemake/ metadata, no results) with `environments: current`, and
+alternate, so the machine's state is shared. The trivial workflow has one rule that makes
+each of as many files as the pipeline has jobs, and a target rule. Prints the median wall
+time of each and their ratio (target: at most 1.5), and writes it as JSON to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow" / "scripts"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from adbench import spec  # noqa: E402
+from pipeline_cost import fresh_copy  # noqa: E402
+
+TARGET = 1.5
+TRIVIAL_SNAKEFILE = """\
+N = {n}
+
+rule all:
+    input: expand("out/{{i}}.txt", i=range(N))
+
+rule make:
+    output: "out/{{i}}.txt"
+    shell: "touch {{output}}"
+"""
+
+
+def campaign_config(seeds: int) -> dict:
+    """Every mode of the study's frameworks x every model and task x `seeds` seeds."""
+    return {
+        "environments": "current",
+        "results": "results-campaign",
+        "grid": [{"frameworks": {f: list(spec.FRAMEWORKS[f].modes)
+                                 for f in spec.STUDY_FRAMEWORKS},
+                  "models": list(spec.MODELS), "tasks": list(spec.TASKS),
+                  "seeds": list(range(seeds))}],
+    }
+
+
+def dry_run(workdir: Path, args: list[str]) -> tuple[float, str]:
+    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--cores", "8", *args]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"dryrun_cost: {' '.join(cmd)} failed in {workdir}:\n"
+                         + done.stderr[-3000:])
+    return elapsed, done.stdout
+
+
+def job_count(dry_run_output: str) -> int:
+    """The 'total' line of Snakemake's job stats."""
+    found = re.search(r"^total\s+(\d+)\s*$", dry_run_output, re.MULTILINE)
+    if not found:
+        raise SystemExit("dryrun_cost: no job stats in the dry run's output")
+    return int(found.group(1))
+
+
+def log(message: str) -> None:
+    print(f"[dryrun_cost {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, default=30, help="seeds of the grid (336 cells each)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "dryrun_cost.json"))
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="adbench-dryrun-") as tmp:
+        pipeline, trivial = Path(tmp, "pipeline"), Path(tmp, "trivial")
+        pipeline.mkdir(), trivial.mkdir()
+        fresh_copy(pipeline, cold=True)
+        config = campaign_config(args.seeds)
+        (pipeline / "campaign.yaml").write_text(yaml.safe_dump(config))
+        n_cells = sum(1 for _ in spec.expand_grid({**config["grid"][0], "devices": ["cpu"],
+                                                    "threads": [1]}))
+        log(f"pipeline: {n_cells} cells; first dry run (counts the jobs)")
+        _, output = dry_run(pipeline, ["--configfile", "campaign.yaml"])
+        n_jobs = job_count(output)
+        (trivial / "Snakefile").write_text(TRIVIAL_SNAKEFILE.format(n=n_jobs - 1))
+        times: dict[str, list[float]] = {"pipeline": [], "trivial": []}
+        for repeat in range(args.repeats):
+            times["pipeline"].append(dry_run(pipeline, ["--configfile", "campaign.yaml"])[0])
+            times["trivial"].append(dry_run(trivial, [])[0])
+            log(f"repeat {repeat + 1}/{args.repeats}: pipeline {times['pipeline'][-1]:.1f} s, "
+                f"trivial {times['trivial'][-1]:.1f} s")
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    report = {"cells": n_cells, "jobs": n_jobs, "repeats": args.repeats, "times_s": times,
+              "median_s": medians, "ratio": medians["pipeline"] / medians["trivial"],
+              "target": TARGET}
+    report["within_target"] = report["ratio"] <= TARGET
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2))
+    print(f"{n_cells} cells, {n_jobs} jobs: dry run {medians['pipeline']:.1f} s, trivial "
+          f"Snakefile with {n_jobs} jobs {medians['trivial']:.1f} s: ratio "
+          f"{report['ratio']:.2f} (target <= {TARGET}: "
+          f"{'met' if report['within_target'] else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
