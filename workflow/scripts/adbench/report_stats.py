@@ -143,7 +143,7 @@ def validation_context(path: str | None) -> dict | None:
         } for c in found.get("comparisons", [])],
         "null_split_us": microseconds(null.get("split_timer_median_s")),
         "null_whole_us": microseconds(null.get("whole_timer_median_s")),
-        "null_fraction": (percent(null["fraction_of_fastest"])
+        "null_fraction": (f"{tbl.fmt_number(100 * null['fraction_of_fastest'], None)}\\%"
                           if not tbl.missing(null.get("fraction_of_fastest")) else "n/a"),
         "null_ok": bool(null.get("within_target")),
         "interference": None if not interference else {
