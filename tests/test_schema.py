@@ -82,3 +82,19 @@ def test_read_provenance_rejects_a_foreign_parquet_file(tmp_path):
     pq.write_table(schema.RAW_SCHEMA.empty_table(), path)
     with pytest.raises(ValueError, match="not an adbench raw file"):
         schema.read_provenance(path)
+
+
+def test_the_allocation_is_recorded_under_slurm_and_none_outside(monkeypatch):
+    from adbench import provenance
+    for name in list(os.environ):
+        if name.startswith("SLURM"):
+            monkeypatch.delenv(name)
+    assert provenance.allocation()["scheduler"] is None
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("SLURMD_NODENAME", "node7")
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")
+    monkeypatch.setenv("SLURM_JOB_GPUS", "0")
+    got = provenance.allocation()
+    assert (got["scheduler"], got["job_id"], got["node"], got["cpus"], got["gpus"]) == (
+        "slurm", "42", "node7", "2", "0")
+    assert provenance.machine()["allocation"]["job_id"] == "42"

@@ -104,8 +104,25 @@ def config_hash(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def allocation() -> dict:
+    """What the scheduler gave the job this process runs in (SLURM's variables, inherited
+    through run_cell.py), or Nones outside a scheduler."""
+    env = os.environ.get
+    slurm = bool(env("SLURM_JOB_ID"))
+    return {
+        "scheduler": "slurm" if slurm else None,
+        "job_id": env("SLURM_JOB_ID"),
+        "node": env("SLURMD_NODENAME") or env("SLURM_NODELIST"),
+        "cpus": env("SLURM_CPUS_PER_TASK") or env("SLURM_CPUS_ON_NODE"),
+        "gpus": env("SLURM_JOB_GPUS") or env("SLURM_GPUS_ON_NODE"),
+        "cuda_visible_devices": env("CUDA_VISIBLE_DEVICES"),
+        "partition": env("SLURM_JOB_PARTITION"),
+    }
+
+
 def machine() -> dict:
     return {
+        "allocation": allocation(),
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# A real single-node SLURM cluster on this machine, for tests/test_slurm.py (as root; Debian's
+# slurmctld, slurmd, slurm-client and munge, installed by ./setup.sh --test; no systemd).
+#
+#   tests/slurm/localhost.sh start    write slurm.conf, start munged, slurmctld, slurmd
+#   tests/slurm/localhost.sh stop     stop them by PID, newest first, and wait for each
+#   tests/slurm/localhost.sh pids     the daemons' PIDs, one per line
+#
+# The node advertises one GPU for scheduling only (gres gpu:fake:1 backed by /dev/null): it
+# proves that a job asks for a GPU and is scheduled with one, not that CUDA works.
+set -euo pipefail
+PIDFILES="/run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid"
+say() { printf '[slurm-localhost] %s\n' "$*" >&2; }
+alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+write_config() {
+  local host hardware memory node_hardware
+  host=$(hostname -s)
+  hardware=$(slurmd -C | head -n 1)  # "NodeName=... CPUs=... ... RealMemory=..."
+  memory=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$hardware")
+  node_hardware=$(sed -e 's/^NodeName=[^ ]* //' -e 's/ *RealMemory=[0-9]*//' <<<"$hardware")
+  echo "NodeName=${host} Name=gpu Type=fake File=/dev/null" > /etc/slurm/gres.conf
+  # No accounting database: job states come from squeue (profiles/slurm), which forgets a job
+  # MinJobAge seconds after it ends, so keep that long. 95% of the memory slurmd measures, so
+  # the node is never drained for reporting less than configured.
+  cat > /etc/slurm/slurm.conf <<EOF
+ClusterName=adbench-test
+SlurmctldHost=${host}(127.0.0.1)
+AuthType=auth/munge
+SlurmUser=slurm
+StateSaveLocation=/var/lib/slurm/slurmctld
+SlurmdSpoolDir=/var/lib/slurm/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+MailProg=/bin/true
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU_Memory
+DefMemPerCPU=500
+ReturnToService=2
+MinJobAge=600
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+GresTypes=gpu
+NodeName=${host} NodeAddr=127.0.0.1 ${node_hardware} RealMemory=$(( memory * 95 / 100 )) Gres=gpu:fake:1 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+}
+
+start() {
+  for daemon in slurmctld slurmd munged; do
+    command -v "$daemon" >/dev/null || [ -x "/usr/sbin/$daemon" ] || {
+      say "$daemon not installed: run ./setup.sh --test (as root)"; exit 1; }
+  done
+  install -d -o slurm -g slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd /var/log/slurm
+  write_config
+  [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
+  chown munge:munge /etc/munge/munge.key && chmod 0400 /etc/munge/munge.key
+  install -d -o munge -g munge -m 0755 /run/munge
+  alive /run/munge/munged.pid || runuser -u munge -- /usr/sbin/munged
+  munge -n | unmunge >/dev/null
+  alive /run/slurmctld.pid || /usr/sbin/slurmctld
+  wait_for "slurmctld" "scontrol ping 2>/dev/null | grep -q UP"
+  alive /run/slurmd.pid || /usr/sbin/slurmd
+  wait_for "the node to be idle" "[ \"\$(sinfo -h -n $(hostname -s) -o %t)\" = idle ]"
+  sinfo -o "%P %a %D %t %N %c %m %G" >&2
+}
+
+wait_for() {  # what, condition: up to 30 s, then the daemons' logs
+  for _ in $(seq 1 60); do eval "$2" && return 0; sleep 0.5; done
+  say "timed out waiting for $1"
+  tail -n 30 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2 || true
+  exit 1
+}
+
+stop() {
+  local file pid
+  for file in $PIDFILES; do
+    [ -s "$file" ] || continue
+    pid=$(cat "$file")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+    fi
+    rm -f "$file"
+  done
+}
+
+pids() {
+  local file
+  for file in $PIDFILES; do [ -s "$file" ] && cat "$file"; done
+  return 0
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  pids) pids ;;
+  *) echo "usage: $0 start|stop|pids" >&2; exit 2 ;;
+esac

@@ -1,0 +1,148 @@
+"""Cluster tier: the workflow submitted through profiles/slurm to a real SLURM on localhost.
+
+tests/slurm/localhost.sh starts slurmctld, slurmd and munged from Debian's packages (./setup.sh
+--test installs them, as root) with one GPU declared for scheduling only (a gres backed by
+/dev/null: it proves the request and the scheduling, not CUDA). One run of a small config
+covers: every cell a SLURM job (its id in the Parquet provenance), the tables and the PDF built
+on the submit host, a cuda cell asking for a GPU and ending `unsupported` (no CUDA here),
+CPU cells asking for none, and a cell that fails recorded `failed` with its log while the rest
+run. The daemons are stopped by PID afterwards, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from adbench import schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import pipeline_cost  # noqa: E402  (a fresh copy of the checkout)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slurm]
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER = REPO / "tests" / "slurm" / "localhost.sh"
+OUT = "results-slurm"
+CONFIG = {
+    # The test's Python has torch (setup.sh --test); SLURM jobs on this node use it too.
+    "environments": "current",
+    "results": OUT,
+    "grid": [
+        {"frameworks": {"torch": ["eager", "script"]}, "models": ["mlp512"],
+         "tasks": ["backward"], "seeds": [0, 1]},
+        # No CUDA here: the cell asks SLURM for the fake GPU and records `unsupported`.
+        {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "tasks": ["backward"],
+         "devices": ["cuda"], "seeds": [0]},
+        # Asks for 2 threads; the run grants measure jobs 1 (--set-threads): it fails.
+        {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "tasks": ["backward"],
+         "threads": [2], "seeds": [0]},
+    ],
+    "workload": {"warmup": 2, "iterations": 10, "models": {"mlp512": {"n_samples": 1280}}},
+}
+# Poll every 2 s instead of the profile's production intervals (the run takes a minute).
+FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2",
+                "--seconds-between-status-checks", "2", "--latency-wait", "5"]
+
+
+def cluster(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLUSTER), command], capture_output=True, text=True,
+                          timeout=120)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """A running cluster; afterwards its daemons are stopped by PID and must be gone."""
+    if os.geteuid() != 0:
+        pytest.fail("the SLURM tests start daemons as root (CI runs as root); "
+                    "deselect them with -m 'not slurm'")
+    started = cluster("start")
+    pids = [int(p) for p in cluster("pids").stdout.split()]
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert len(pids) == 3, pids  # munged, slurmctld, slurmd
+        yield pids
+    finally:
+        cluster("stop")
+        left = [pid for pid in pids if alive(pid)]
+        assert not left, f"SLURM daemons still running after stop: {left}"
+
+
+@pytest.fixture(scope="module")
+def run(slurm, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("slurm-checkout")
+    pipeline_cost.fresh_copy(workdir, cold=True)
+    (workdir / "slurm.yaml").write_text(yaml.safe_dump(CONFIG))
+    cmd = ["timeout", "-k", "30", "900", sys.executable, "-m", "snakemake",
+           "--workflow-profile", "profiles/slurm", "--configfile", "slurm.yaml",
+           *FAST_POLLING, "--set-threads", "measure=1"]
+    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1000)
+    log = f"$ {' '.join(cmd)}\n{result.stdout}\n{result.stderr}"
+    assert result.returncode == 0, log[-8000:]
+    return workdir, log
+
+
+def cells_of(workdir: Path) -> pd.DataFrame:
+    return pd.read_parquet(workdir / OUT / "aggregate" / "cells.parquet")
+
+
+def provenance(workdir: Path) -> list[dict]:
+    return [schema.read_provenance(str(p)) for p in sorted((workdir / OUT / "raw").rglob(
+        "*.parquet"))]
+
+
+def test_every_cell_ran_as_a_slurm_job_and_the_paper_was_built(run):
+    workdir, log = run
+    infos = provenance(workdir)
+    assert len(infos) == 6, log[-8000:]
+    job_ids = [info["allocation"]["job_id"] for info in infos]
+    assert all(info["allocation"]["scheduler"] == "slurm" for info in infos), infos
+    assert all(job_ids) and len(set(job_ids)) == len(job_ids), job_ids
+    for path in ("tables/table1_eager.csv", "verdicts/claims.csv", "paper/paper.pdf"):
+        assert (workdir / OUT / path).stat().st_size > 0, path
+    # the analysis ran on the submit host (localrules): Snakemake says so for each local job
+    assert "localrule aggregate:" in log and "localrule paper:" in log, log[-3000:]
+
+
+def scontrol(job_id: str) -> str:
+    return subprocess.run(["scontrol", "show", "job", str(job_id)], capture_output=True,
+                          text=True, timeout=30).stdout
+
+
+def test_a_cuda_cell_asks_for_a_gpu_and_without_cuda_ends_unsupported(run):
+    workdir, log = run
+    by_device = {}
+    for info in provenance(workdir):
+        by_device.setdefault(info["cell"]["device"], []).append(info)
+    (cuda,) = by_device["cuda"]
+    assert cuda["status"] == "unsupported" and "cuda" in cuda["message"], cuda["message"]
+    # SLURM keeps a finished job MinJobAge (600 s) seconds: its request is still on record
+    assert "gres:gpu:1" in scontrol(cuda["allocation"]["job_id"]), log
+    assert cuda["allocation"]["gpus"], cuda["allocation"]  # the job was given the fake GPU
+    for info in by_device["cpu"]:
+        assert "gres:gpu" not in scontrol(info["allocation"]["job_id"])
+
+
+def test_a_failed_cell_is_recorded_with_its_log_and_the_rest_ran(run):
+    workdir, _ = run
+    cells = cells_of(workdir)
+    failed = cells[cells["status"] == "failed"]
+    assert list(failed["threads"]) == [2]
+    log = workdir / failed["log"].iloc[0]
+    assert log.exists() and "core" in failed["message"].iloc[0]
+    assert (cells.loc[cells["device"] == "cpu", "status"] == "ok").sum() == 4
+    table = (workdir / OUT / "tables" / "table1_eager.md").read_text()
+    assert str(failed["log"].iloc[0]) in table
