@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON=${PYTHON:-python3}
 say() { printf '[setup] %s\n' "$*" >&2; }
+MODE=${1:-}
 
 say "driver: $($PYTHON --version) -> requirements.txt"
 $PYTHON -m pip install --quiet -r requirements.txt
@@ -27,37 +28,34 @@ if [ "${1:-}" = "--test" ]; then
   rm -f "$reqs"
 fi
 
+# apt_install WHAT ALREADY_PRESENT_TEST WITHOUT_IT PACKAGES...: Debian/Ubuntu packages, as
+# root; elsewhere say what is missing, what fails without it and how to install it.
+apt_install() {
+  local what=$1 present=$2 without=$3; shift 3
+  if eval "$present"; then
+    say "$what: present"
+  elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "$what: installing from Debian/Ubuntu packages (a few minutes)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  else
+    say "$what: not installed; $without"
+    say "  install: sudo apt-get install --no-install-recommends $*"
+  fi
+}
+
 TEX_PACKAGES="texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended
   texlive-science lmodern latexmk"
 # The tests read the PDF's text back (pdftotext) to check what reached it.
 [ "${1:-}" = "--test" ] && TEX_PACKAGES="$TEX_PACKAGES poppler-utils"
-if command -v latexmk >/dev/null && kpsewhich siunitx.sty >/dev/null 2>&1 &&
-  { [ "${1:-}" != "--test" ] || command -v pdftotext >/dev/null; }; then
-  say "TeX Live: present"
-elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  say "TeX Live: installing from Debian/Ubuntu packages (a few minutes)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  # shellcheck disable=SC2086
-  apt-get install -y -qq --no-install-recommends $TEX_PACKAGES >/dev/null
-else
-  say "TeX Live: not installed; the paper job will fail with this hint, all else runs."
-  say "  install: sudo apt-get install --no-install-recommends" $TEX_PACKAGES
-fi
+# shellcheck disable=SC2086
+apt_install "TeX Live" 'command -v latexmk >/dev/null && kpsewhich siunitx.sty >/dev/null 2>&1 &&
+  { [ "$MODE" != --test ] || command -v pdftotext >/dev/null; }' \
+  "the paper job will fail with this hint, all else runs." $TEX_PACKAGES
 # The cluster tests (tests/test_slurm.py) start a real single-node SLURM on localhost.
-SLURM_PACKAGES="slurmctld slurmd slurm-client munge"
 if [ "${1:-}" = "--test" ]; then
-  if command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]; then
-    say "SLURM: present"
-  elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    say "SLURM: installing $SLURM_PACKAGES (Debian/Ubuntu packages)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    # shellcheck disable=SC2086
-    apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES >/dev/null
-  else
-    say "SLURM: not installed; the cluster tests will fail saying so."
-    say "  install: sudo apt-get install --no-install-recommends $SLURM_PACKAGES"
-  fi
+  apt_install "SLURM" 'command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]' \
+    "the cluster tests will fail saying so." slurmctld slurmd slurm-client munge
 fi
 say "done"
