@@ -93,6 +93,13 @@ def check_threads(reported: dict, wanted: int) -> None:
         raise RuntimeError(f"asked for {wanted} threads, the framework reports {wrong}")
 
 
+def cuda_probe(backend, name: str, device: str):
+    """A backend's GPU provenance function (gpu_info, reset_peak_memory, peak_memory) on a
+    cuda cell; None on cpu, and for a backend without one (it has no CUDA path)."""
+    probe = getattr(backend, name, None)
+    return probe(device) if device == "cuda" and probe else None
+
+
 def cell_of(args: argparse.Namespace) -> spec.Cell:
     return spec.Cell(args.framework, args.mode, args.model, args.task, args.device,
                      args.threads, args.seed)
@@ -124,6 +131,8 @@ def starting_info(args: argparse.Namespace) -> dict:
         "derivative_shape": list(workload.spec.jacobian_shape(workload.jacobian_rows))
         if workload.per_example else None,
         "dtype": "float32",
+        "gpu": None,  # a cuda cell's GPU, once its framework has set it up
+        "peak_device_memory_bytes": None,
         "started_at": provenance.now_iso(),
         "process_started_at_epoch": provenance.process_start_epoch(),
         "script_started_at_epoch": SCRIPT_START,
@@ -170,13 +179,16 @@ def measure(args: argparse.Namespace) -> int:
         prepared = backend.prepare(workload, args.mode, args.device)
         phases["prepare_s"] = time.perf_counter() - t
         info["device_name"] = backend.device_name(args.device)
+        info["gpu"] = provenance.gpu(args.device, cuda_probe(backend, "gpu_info", args.device))
         info["choices"] = prepared.choices
         phases["compile_s"] = prepared.compile_s
 
+        cuda_probe(backend, "reset_peak_memory", args.device)  # outside the clock
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
         rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log,
                                       deadline=loop_deadline(args.budget_s))
         phases["timed_loop_s"] = time.perf_counter() - t
+        info["peak_device_memory_bytes"] = cuda_probe(backend, "peak_memory", args.device)
         # Cores the loop kept busy: checks that the thread setting took effect (a framework
         # that ignores it shows more CPU-seconds per second than threads).
         info["cpu_utilisation"] = (provenance.cpu_seconds() - cpu) / phases["timed_loop_s"]

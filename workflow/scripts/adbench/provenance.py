@@ -21,6 +21,9 @@ TIMING_ENV_VARS = (
     "PYTORCH_JIT", "XLA_FLAGS", "TF_XLA_FLAGS", "PJRT_NPROC",
     "MXNET_ENGINE_TYPE", "MXNET_CPU_WORKER_NTHREADS", "MXNET_MKLDNN_ENABLED",
     "THEANO_FLAGS", "PYTENSOR_FLAGS", "NUMBA_NUM_THREADS", "TORCHINDUCTOR_CACHE_DIR",
+    # CUDA numerics and memory (spec.CUDA_NUMERICS sets the first two for TensorFlow).
+    "TF_CUDNN_USE_AUTOTUNE", "TF_CUDNN_RNN_USE_AUTOTUNE", "TF_FORCE_GPU_ALLOW_GROWTH",
+    "NVIDIA_TF32_OVERRIDE", "XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
 )
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
@@ -70,17 +73,51 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def gpu_driver() -> str | None:
+def nvidia_smi(fields: str) -> list[str] | None:
+    """One GPU's `fields` (comma-separated) from nvidia-smi: the first the job may use
+    (CUDA_VISIBLE_DEVICES' first entry, an index or UUID) where nvidia-smi knows it, else
+    the first listed (nvidia-smi ignores CUDA_VISIBLE_DEVICES)."""
     if not shutil.which("nvidia-smi"):
         return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    for select in ([f"--id={visible}"] if visible else []) + [None]:
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
+                 *filter(None, [select])],
+                capture_output=True, text=True, timeout=20, check=True,
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out:
+            return [v.strip() for v in out.splitlines()[0].split(",")]
+    return None
+
+
+def gpu_driver() -> str | None:
+    values = nvidia_smi("driver_version")
+    return values[0] if values else None
+
+
+def _mib_to_bytes(value: str) -> int | None:
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout.strip()
-        return out.splitlines()[0] if out else None
-    except (OSError, subprocess.SubprocessError):
+        return int(float(value) * 2**20)
+    except ValueError:  # "[N/A]"
         return None
+
+
+def gpu(device: str, framework_info: dict | None) -> dict | None:
+    """What a cuda cell ran on: the framework's view of its GPU (backend.gpu_info), nvidia-smi
+    for what the framework does not say (always the driver); None on cpu."""
+    if device != "cuda":
+        return None
+    smi = nvidia_smi("name,driver_version,memory.total")
+    info = {"name": smi[0], "driver_version": smi[1],
+            "total_memory_bytes": _mib_to_bytes(smi[2])} if smi else {}
+    info.update({k: v for k, v in (framework_info or {}).items() if v is not None})
+    sources = [name for name, used in (("framework", framework_info), ("nvidia-smi", smi))
+               if used]
+    return {**info, "sources": sources} if info else None
 
 
 def git_state(directory: str) -> dict:
@@ -113,7 +150,8 @@ def allocation() -> dict:
         "scheduler": "slurm" if slurm else None,
         "job_id": env("SLURM_JOB_ID"),
         "node": env("SLURMD_NODENAME") or env("SLURM_NODELIST"),
-        "cpus": env("SLURM_CPUS_PER_TASK") or env("SLURM_CPUS_ON_NODE"),
+        "cpus": (env("SLURM_CPUS_PER_TASK") or env("SLURM_CPUS_ON_NODE")
+                 or env("SLURM_JOB_CPUS_PER_NODE")),
         "gpus": env("SLURM_JOB_GPUS") or env("SLURM_GPUS_ON_NODE"),
         "cuda_visible_devices": env("CUDA_VISIBLE_DEVICES"),
         "partition": env("SLURM_JOB_PARTITION"),

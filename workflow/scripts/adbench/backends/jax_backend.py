@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import math
 import os
 from importlib import metadata
@@ -58,9 +59,11 @@ def configure_threads(threads: int) -> dict:
     on the calling thread.  Both are set here, then the CPU client is created, so the
     backend starts with them; the report counts the intra-op pool's live threads."""
     os.environ["PJRT_NPROC"] = str(threads)
+    forced = {"--xla_cpu_multi_thread_eigen": "false" if threads == 1 else "true",
+              **_cuda_autotune_flags()}
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
-             if not f.startswith("--xla_cpu_multi_thread_eigen")]
-    flags.append(f"--xla_cpu_multi_thread_eigen={'false' if threads == 1 else 'true'}")
+             if f.split("=", 1)[0] not in forced]
+    flags += [f"{name}={value}" for name, value in forced.items()]
     os.environ["XLA_FLAGS"] = " ".join(flags)
     # JAX's persistent compilation cache (used when a directory is configured, e.g. by
     # JAX_COMPILATION_CACHE_DIR) stays off, so no cell reads another's: every process
@@ -68,6 +71,23 @@ def configure_threads(threads: int) -> dict:
     jax.config.update("jax_enable_compilation_cache", False)
     jax.devices("cpu")  # creates the CPU client now, with these settings
     return {"xla_cpu_intra_op_pool": _pool_threads()}
+
+
+def _cuda_plugin_installed() -> bool:
+    """Whether this is a CUDA environment (envs/jax-cuda.yaml: jax[cuda12]), which the
+    pipeline uses for cuda cells only."""
+    return any(importlib.util.find_spec(name) is not None
+               for name in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
+
+
+def _cuda_autotune_flags() -> dict[str, str]:
+    """XLA's GPU autotuning as spec.CUDA_NUMERICS says, in a CUDA environment only (a CPU
+    environment's XLA_FLAGS stay as they were).  It is set in configure_threads, before the
+    device is known, because XLA parses XLA_FLAGS once, when the first client starts (measured:
+    a flag added after jax.devices() is ignored)."""
+    if spec.CUDA_NUMERICS["cudnn_autotune"] or not _cuda_plugin_installed():
+        return {}
+    return {"--xla_gpu_autotune_level": "0"}
 
 
 def versions() -> dict[str, str]:
@@ -86,6 +106,56 @@ def device_name(device: str) -> str:
     if device == "cuda" and _gpus():
         return _gpus()[0].device_kind
     return "cpu"
+
+
+def apply_cuda_numerics(numerics: dict) -> dict[str, str]:
+    """spec.CUDA_NUMERICS in JAX's switches, before anything is traced; returns what is in
+    force for the cell's choices (autotuning: see _cuda_autotune_flags)."""
+    # JAX's default float32 matmul/conv precision on GPU is TF32; "highest" is full float32.
+    jax.config.update("jax_default_matmul_precision",
+                      "tensorfloat32" if numerics["tf32"] else "highest")
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {
+        "cuda_tf32": f"jax_default_matmul_precision={jax.config.jax_default_matmul_precision}",
+        "cuda_autotune": f"XLA_FLAGS={flags!r}, parsed when configure_threads started the "
+                         "client" + ("" if "--xla_gpu_autotune_level=0" in flags
+                                     else " (no --xla_gpu_autotune_level=0: XLA autotunes)"),
+        "cuda_memory": "XLA_PYTHON_CLIENT_PREALLOCATE="
+                       f"{os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE', 'unset')} (JAX's "
+                       "default preallocates 75% of the GPU's memory)",
+    }
+
+
+def gpu_info(device: str) -> dict | None:
+    """The GPU a cuda cell runs on, as JAX sees it (driver and total memory: provenance.gpu,
+    from nvidia-smi)."""
+    if device != "cuda" or not _gpus():
+        return None
+    gpu = _gpus()[0]
+    info = {"name": gpu.device_kind,
+            "compute_capability": getattr(gpu, "compute_capability", None),
+            "peak_memory_scope": "device.memory_stats()['peak_bytes_in_use'] since the "
+                                 "process started (JAX has no reset): preparation and "
+                                 "warm-up included"}
+    try:  # the CUDA plugin's own versions (private module, absent from the CPU jaxlib)
+        from jax._src.lib import cuda_versions
+        info["cuda_version"] = str(cuda_versions.cuda_runtime_get_version())
+        info["cudnn_version"] = str(cuda_versions.cudnn_get_version())
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+    return info
+
+
+def reset_peak_memory(device: str) -> None:
+    """JAX exposes no reset of its peak: the peak covers the whole process (gpu_info says)."""
+
+
+def peak_memory(device: str) -> int | None:
+    if device != "cuda" or not _gpus():
+        return None
+    stats = _gpus()[0].memory_stats() or {}
+    peak = stats.get("peak_bytes_in_use")
+    return int(peak) if peak is not None else None
 
 
 def _device(device: str):
@@ -278,8 +348,27 @@ def _ready(tree):
     return jax.block_until_ready(tree)
 
 
-def _no_sync() -> None:
-    """Results are waited for inside each timed call (_ready); nothing else is pending."""
+class ResultSync:
+    """JAX's sync before a clock read.  JAX has no device-wide barrier and dispatches
+    asynchronously on every device (the CPU too), so the timed call hands its result over
+    (`hold`) and the sync waits for every array of it (a pullback's residuals included)."""
+
+    def __init__(self):
+        self.pending = None
+
+    def hold(self, result):
+        self.pending = result
+        return result
+
+    def __call__(self) -> None:
+        if self.pending is not None:
+            _ready(self.pending)
+            self.pending = None
+
+
+def device_sync(device: str) -> ResultSync:
+    """What the timer calls before every clock read: the same on cpu and cuda (see ResultSync)."""
+    return ResultSync()
 
 
 @dataclasses.dataclass
@@ -300,11 +389,11 @@ def backward_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) ->
         return loss(forward(params, x, aux), aux)
 
     def vjp_forward(params, x, aux):
-        return _ready(jax.vjp(lambda p: loss_fn(p, x, aux), params))
+        return jax.vjp(lambda p: loss_fn(p, x, aux), params)
 
     def vjp_backward(state):
         value, pullback = state
-        return _ready(pullback(jnp.ones_like(value)))
+        return pullback(jnp.ones_like(value))
 
     step = jax.value_and_grad(loss_fn)
     step = jax.jit(step) if jit else step
@@ -316,8 +405,7 @@ def backward_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) ->
     choice = ("jax.jit(jax.value_and_grad(loss)) of the parameter dict" if jit else
               "forward: jax.vjp(loss, params) (runs the forward and linearises it); "
               "backward: the returned pullback at cotangent 1.0 (jax.grad's two halves)")
-    return Task(vjp_forward, vjp_backward, lambda *a: _ready(step(*a)), result,
-                {"backward": choice})
+    return Task(vjp_forward, vjp_backward, step, result, {"backward": choice})
 
 
 def loss_jacobian_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
@@ -330,7 +418,7 @@ def loss_jacobian_task(forward: Forward, loss: Callable, one_hot: list, jit: boo
     def result(params, x, aux):
         return float(loss_fn(params, x, aux)), step(params, x, aux)
 
-    return Task(None, None, lambda *a: _ready(step(*a)), result,
+    return Task(None, None, step, result,
                 {"jacobian": "jax.jacrev(loss) w.r.t. the parameter dict (vmap of the "
                              "pullback over the one-row basis)"
                              + (", inside the jax.jit" if jit else "")})
@@ -345,21 +433,21 @@ def jacobian_rows_task(forward: Forward, loss: Callable, one_hot: list, jit: boo
     outputs = _outputs(forward, len(one_hot))
 
     def vjp_forward(params, x, aux):
-        return _ready(jax.vjp(lambda xx: outputs(params, xx, aux), x))
+        return jax.vjp(lambda xx: outputs(params, xx, aux), x)
 
     def rows_of(pullback, cotangents):
         return jnp.stack([pullback(e)[0] for e in cotangents])  # (rows, 1, *input)
 
     def vjp_backward(state):
         _, pullback = state
-        return _ready(rows_of(pullback, one_hot))
+        return rows_of(pullback, one_hot)
 
     def whole(params, x, aux, cotangents):
         _, pullback = jax.vjp(lambda xx: outputs(params, xx, aux), x)
         return rows_of(pullback, cotangents)
 
     whole = jax.jit(whole) if jit else whole
-    return Task(vjp_forward, vjp_backward, lambda *a: _ready(whole(*a, one_hot)),
+    return Task(vjp_forward, vjp_backward, lambda *a: whole(*a, one_hot),
                 lambda *a: (float("nan"), whole(*a, one_hot)), {
         "jacobian": "one pullback from jax.vjp, called with each one-hot cotangent in a "
                     "Python loop, rows stacked" + (" (unrolled at trace time into one XLA "
@@ -373,8 +461,7 @@ def jacobian_vectorized_task(forward: Forward, loss: Callable, one_hot: list, ji
         return jax.jacrev(lambda xx: outputs(params, xx, aux))(x)  # (rows, 1, *input)
 
     step = jax.jit(jacobian) if jit else jacobian
-    return Task(None, None, lambda *a: _ready(step(*a)),
-                lambda *a: (float("nan"), step(*a)),
+    return Task(None, None, step, lambda *a: (float("nan"), step(*a)),
                 {"jacobian": "jax.jacrev w.r.t. the input (vmap of the pullback over the "
                              "one-hot basis)" + (", inside the jax.jit" if jit else "")})
 
@@ -420,6 +507,8 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     if dtype == "float64":  # process-wide; the harness never asks for it
         jax.config.update("jax_enable_x64", True)
     dev = _device(device)
+    numerics = apply_cuda_numerics(spec.CUDA_NUMERICS) if device == "cuda" else {}
+    sync = device_sync(device)
     params = {p.name: jax.device_put(a.astype(dtype), dev)
               for p, a in zip(model_spec.params, spec.make_params(workload), strict=True)}
     batches = [_device_batch(b, dev, dtype) for b in spec.make_batches(workload)]
@@ -438,9 +527,9 @@ def prepare(workload: spec.Workload, mode: str, device: str,
         x, aux = batch(i)
         with context():
             if split:
-                return split_timer(lambda: task.forward(params, x, aux), task.derive,
-                                   _no_sync, clock)
-            return whole_timer(lambda: task.step(params, x, aux), _no_sync, clock)
+                return split_timer(lambda: sync.hold(task.forward(params, x, aux)),
+                                   lambda state: sync.hold(task.derive(state)), sync, clock)
+            return whole_timer(lambda: sync.hold(task.step(params, x, aux)), sync, clock)
 
     def derivatives(i):
         with context():
@@ -466,12 +555,12 @@ def prepare(workload: spec.Workload, mode: str, device: str,
         "model": "plain jax.numpy / jax.lax functions of a parameter dict (no flax/optax), "
                  "canonical layouts, no conversion",
         **MODE_CHOICES[mode], **task.choices, **family_choices.get(model_spec.family, {}),
-        "sync": "jax.block_until_ready on every result inside the clock (a vjp's pullback "
-                "with its residuals included)",
+        "sync": "jax.block_until_ready, before each clock read, on the result of the call "
+                "just timed (a vjp's pullback with its residuals included)",
         "compile_cache": "cold: no persistent compilation cache "
                          "(jax_enable_compilation_cache=False), in-process caches only",
         "threads": f"PJRT_NPROC={os.environ.get('PJRT_NPROC', 'unset')}, XLA_FLAGS="
                    f"{os.environ.get('XLA_FLAGS', '')!r}",
-        "dtype": dtype,
+        "dtype": dtype, **numerics,
     }
     return Prepared(run=run, derivatives=derivatives, choices=choices)

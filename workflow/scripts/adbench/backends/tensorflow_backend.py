@@ -65,6 +65,76 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
+# ================================================================ device: sync, numerics, memory
+def _no_sync() -> None:
+    """CPU ops (eager, and a tf.function call) have finished when their call returns."""
+
+
+def device_sync(device: str) -> Callable[[], None]:
+    """What the timer calls before every clock read: GPU kernels run asynchronously."""
+    return tf.test.experimental.sync_devices if device == "cuda" else _no_sync
+
+
+def _force_xla_flag(name: str, value: str) -> None:
+    """XLA_FLAGS with `name` set to `value`, the user's other flags kept."""
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(name)]
+    os.environ["XLA_FLAGS"] = " ".join([*flags, f"{name}={value}"])
+
+
+def apply_cuda_numerics(numerics: dict) -> dict[str, str]:
+    """spec.CUDA_NUMERICS in TensorFlow's switches, set before the first op; returns what is
+    now in force (read back) for the cell's choices."""
+    tf.config.experimental.enable_tensor_float_32_execution(bool(numerics["tf32"]))
+    autotune = "1" if numerics["cudnn_autotune"] else "0"
+    # Read from the environment whenever a cuDNN kernel is constructed (tsl/util/use_cudnn.cc
+    # caches nothing), so setting them before the first op is in time.
+    os.environ["TF_CUDNN_USE_AUTOTUNE"] = autotune
+    os.environ["TF_CUDNN_RNN_USE_AUTOTUNE"] = autotune  # the LSTM's cuDNN kernel
+    if not numerics["cudnn_autotune"]:  # mode xla: XLA parses XLA_FLAGS at its first compile
+        _force_xla_flag("--xla_gpu_autotune_level", "0")
+    growth = bool(numerics["tf_memory_growth"])
+    for gpu in _gpus():  # settable only before the GPUs are initialised (the first op)
+        if tf.config.experimental.get_memory_growth(gpu) != growth:
+            tf.config.experimental.set_memory_growth(gpu, growth)
+    return {
+        "cuda_tf32": "tf.config.experimental.tensor_float_32_execution_enabled()="
+                     f"{tf.config.experimental.tensor_float_32_execution_enabled()}",
+        "cuda_autotune": f"TF_CUDNN_USE_AUTOTUNE={os.environ['TF_CUDNN_USE_AUTOTUNE']}, "
+                         f"TF_CUDNN_RNN_USE_AUTOTUNE={os.environ['TF_CUDNN_RNN_USE_AUTOTUNE']}"
+                         f", XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",
+        "cuda_memory": "tf.config.experimental.get_memory_growth="
+                       f"{[tf.config.experimental.get_memory_growth(g) for g in _gpus()]}",
+    }
+
+
+def gpu_info(device: str) -> dict | None:
+    """The GPU a cuda cell runs on, as TensorFlow sees it; CUDA and cuDNN are the versions
+    TensorFlow was built with (its total memory: provenance.gpu, from nvidia-smi)."""
+    if device != "cuda" or not _gpus():
+        return None
+    details = tf.config.experimental.get_device_details(_gpus()[0])
+    build = tf.sysconfig.get_build_info()
+    capability = details.get("compute_capability")
+    return {"name": details.get("device_name"),
+            "compute_capability": ".".join(map(str, capability)) if capability else None,
+            "cuda_version": build.get("cuda_version"),
+            "cudnn_version": build.get("cudnn_version"),
+            "peak_memory_scope": "tf.config.experimental.get_memory_info('GPU:0')['peak'], "
+                                 "reset before the timed loop (warm-up included)"}
+
+
+def reset_peak_memory(device: str) -> None:
+    """Outside the clock, before the timed loop: the peak is then the loop's own."""
+    if device == "cuda" and _gpus():
+        tf.config.experimental.reset_memory_stats("GPU:0")
+
+
+def peak_memory(device: str) -> int | None:
+    if device != "cuda" or not _gpus():
+        return None
+    return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+
+
 # ================================================================ layouts
 class Layout(NamedTuple):
     """How one canonical array maps onto a TensorFlow variable, and its derivative back."""
@@ -521,8 +591,9 @@ def _refuse_xla_failures(step, workload: spec.Workload):
 def prepare(workload: spec.Workload, mode: str, device: str,
             dtype: str = "float32") -> Prepared:
     _check_supported(workload, mode, device, dtype)
+    numerics = apply_cuda_numerics(spec.CUDA_NUMERICS) if device == "cuda" else {}
     tf_device = "/GPU:0" if device == "cuda" else "/CPU:0"
-    sync = tf.test.experimental.sync_devices if device == "cuda" else (lambda: None)
+    sync = device_sync(device)
     model_spec = workload.spec
     with tf.device(tf_device):
         model = build_model(model_spec, dtype)
@@ -565,9 +636,7 @@ def prepare(workload: spec.Workload, mode: str, device: str,
                "layout": "NHWC images, HWIO kernels (converted once, at preparation)"
                          if model.images else "canonical",
                "onednn": "on" if device == "cpu" and _onednn_enabled() else "off",
-               # TensorFlow's default: float32 matmuls/convs in TF32 on Ampere and later GPUs.
-               **({"tf32": str(tf.config.experimental.tensor_float_32_execution_enabled())}
-                  if device == "cuda" else {}),
+               **numerics,
                "dtype": dtype, **model.choices, **task.choices, **MODE_CHOICES[mode]}
     if mode == "xla":
         choices["xla_flags"] = os.environ.get("XLA_FLAGS") or "unset"

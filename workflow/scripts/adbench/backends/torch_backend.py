@@ -53,6 +53,59 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
+# ================================================================ device: sync, numerics, memory
+def _no_sync() -> None:
+    """CPU kernels have finished when their call returns: nothing to wait for."""
+
+
+def device_sync(device: str) -> Callable[[], None]:
+    """What the timer calls before every clock read: CUDA kernels run asynchronously."""
+    return torch.cuda.synchronize if device == "cuda" else _no_sync
+
+
+def apply_cuda_numerics(numerics: dict) -> dict[str, str]:
+    """spec.CUDA_NUMERICS in PyTorch's switches, set before anything is built; returns what
+    is now in force (read back) for the cell's choices."""
+    tf32 = bool(numerics["tf32"])
+    torch.backends.cuda.matmul.allow_tf32 = tf32  # cuBLAS float32 matmuls
+    torch.backends.cudnn.allow_tf32 = tf32  # cuDNN convolutions and RNNs
+    # benchmark=True picks each convolution's kernel by timing candidates at its first call.
+    torch.backends.cudnn.benchmark = bool(numerics["cudnn_autotune"])
+    return {
+        "cuda_tf32": f"torch.backends.cuda.matmul.allow_tf32="
+                     f"{torch.backends.cuda.matmul.allow_tf32}, torch.backends.cudnn."
+                     f"allow_tf32={torch.backends.cudnn.allow_tf32}",
+        "cuda_autotune": f"torch.backends.cudnn.benchmark={torch.backends.cudnn.benchmark}",
+        "cuda_memory": "the caching allocator, growing on demand (PyTorch's default)",
+    }
+
+
+def gpu_info(device: str) -> dict | None:
+    """The GPU a cuda cell runs on, as PyTorch sees it (driver: provenance.gpu, nvidia-smi)."""
+    if device != "cuda" or not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    cudnn = torch.backends.cudnn.version()  # None where PyTorch has no cuDNN
+    return {"name": props.name, "total_memory_bytes": int(props.total_memory),
+            "compute_capability": f"{props.major}.{props.minor}",
+            "cuda_version": torch.version.cuda,
+            "cudnn_version": str(cudnn) if cudnn else None,
+            "peak_memory_scope": "torch.cuda.max_memory_allocated (tensors), reset before the "
+                           "timed loop (warm-up included)"}
+
+
+def reset_peak_memory(device: str) -> None:
+    """Outside the clock, before the timed loop: the peak is then the loop's own."""
+    if device == "cuda" and torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory(device: str) -> int | None:
+    if device != "cuda" or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.max_memory_allocated())
+
+
 # ================================================================ models
 class MLP(nn.Module):
     def __init__(self, model: spec.ModelSpec):
@@ -389,7 +442,8 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     if mode not in MODE_CHOICES:
         raise UnsupportedCell(f"torch has no mode {mode!r}")
     dev = _torch_device(device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    numerics = apply_cuda_numerics(spec.CUDA_NUMERICS) if device == "cuda" else {}
+    sync = device_sync(device)
     tdtype = getattr(torch, dtype)
     net, binds = build(workload.spec, spec.make_params(workload), dev, tdtype)
     # Batches on the device up front: data transfer is not part of the timing.
@@ -405,7 +459,7 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     prepared.choices.update({
         "model": MODE_CHOICES[mode],
         "inference_mode": "module.eval(): batch norm uses running statistics",
-        **cache,
+        **cache, **numerics,
     })
     return prepared
 

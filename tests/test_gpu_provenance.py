@@ -1,0 +1,265 @@
+"""What a cell records about its GPU and its allocation, and the CUDA numerics every framework
+takes from spec.CUDA_NUMERICS.  Nothing here needs a GPU: a cpu cell must record None and
+change no CUDA switch; the numerics functions are called directly (torch's flags and
+TensorFlow's and JAX's switches can be set without a device); nvidia-smi is a stand-in."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from adbench import provenance, schema, spec
+from isolated import REPO, venv_python
+
+SLURM_VARS = ("SLURM_JOB_ID", "SLURMD_NODENAME", "SLURM_NODELIST", "SLURM_CPUS_ON_NODE",
+              "SLURM_JOB_CPUS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_GPUS",
+              "SLURM_GPUS_ON_NODE", "SLURM_JOB_PARTITION", "CUDA_VISIBLE_DEVICES")
+FLIPPED = {k: not v for k, v in spec.CUDA_NUMERICS.items()}
+
+
+@pytest.fixture
+def no_slurm(monkeypatch):
+    for name in SLURM_VARS:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+# ------------------------------------------------------------------ allocation
+def test_allocation_outside_a_scheduler_is_all_none(no_slurm):
+    assert provenance.allocation() == {"scheduler": None, "job_id": None, "node": None,
+                                       "cpus": None, "gpus": None,
+                                       "cuda_visible_devices": None, "partition": None}
+
+
+def test_allocation_under_slurm_reads_the_job_variables(no_slurm):
+    for name, value in {"SLURM_JOB_ID": "4711", "SLURMD_NODENAME": "gpu03",
+                        "SLURM_NODELIST": "gpu[03]", "SLURM_CPUS_PER_TASK": "8",
+                        "SLURM_CPUS_ON_NODE": "16", "SLURM_JOB_GPUS": "2",
+                        "SLURM_GPUS_ON_NODE": "1", "SLURM_JOB_PARTITION": "a100",
+                        "CUDA_VISIBLE_DEVICES": "0"}.items():
+        no_slurm.setenv(name, value)
+    assert provenance.allocation() == {"scheduler": "slurm", "job_id": "4711",
+                                       "node": "gpu03", "cpus": "8", "gpus": "2",
+                                       "cuda_visible_devices": "0", "partition": "a100"}
+
+
+def test_allocation_falls_back_to_the_other_slurm_variables(no_slurm):
+    """Not every site or srun sets the same ones (no --cpus-per-task, no slurmd name)."""
+    for name, value in {"SLURM_JOB_ID": "12", "SLURM_NODELIST": "node[1]",
+                        "SLURM_JOB_CPUS_PER_NODE": "4", "SLURM_GPUS_ON_NODE": "1"}.items():
+        no_slurm.setenv(name, value)
+    got = provenance.allocation()
+    assert (got["node"], got["cpus"], got["gpus"], got["partition"]) == (
+        "node[1]", "4", "1", None)
+
+
+# ------------------------------------------------------------------ gpu info
+@pytest.fixture
+def fake_nvidia_smi(tmp_path, monkeypatch):
+    """An nvidia-smi on PATH alone that logs its arguments and prints one GPU."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text('#!/bin/sh\necho "$@" >> "${0%/*}/calls"\n'
+                      'echo "NVIDIA H100 80GB HBM3, 550.54.15, 81559"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    return tmp_path / "calls"
+
+
+def test_gpu_on_cpu_is_none_whatever_is_installed(fake_nvidia_smi):
+    assert provenance.gpu("cpu", {"name": "anything"}) is None
+
+
+def test_gpu_without_framework_or_nvidia_smi_is_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    assert provenance.gpu("cuda", None) is None
+    assert provenance.gpu_driver() is None
+
+
+def test_gpu_takes_the_framework_view_and_fills_in_from_nvidia_smi(fake_nvidia_smi,
+                                                                   monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    got = provenance.gpu("cuda", {"name": "NVIDIA H100 80GB HBM3", "cudnn_version": "91002",
+                                  "cuda_version": None})
+    assert got == {"name": "NVIDIA H100 80GB HBM3", "driver_version": "550.54.15",
+                   "total_memory_bytes": 81559 * 2**20, "cudnn_version": "91002",
+                   "sources": ["framework", "nvidia-smi"]}
+    assert "--id=1" in fake_nvidia_smi.read_text()  # the job's first visible GPU
+
+
+def test_backends_report_no_gpu_and_no_peak_on_cpu():
+    from adbench.backends import torch_backend as tb
+
+    tb.reset_peak_memory("cpu")
+    assert tb.gpu_info("cpu") is None and tb.peak_memory("cpu") is None
+
+
+# ------------------------------------------------------------------ numerics
+TORCH_FLAGS = (("cuda.matmul", "allow_tf32"), ("cudnn", "allow_tf32"), ("cudnn", "benchmark"))
+
+
+@pytest.fixture
+def torch_flags():
+    """PyTorch's TF32 and cuDNN switches, restored after the test (legacy API only: mixing
+    it with torch's fp32_precision API makes reading them an error)."""
+    import torch
+
+    def owner(path):
+        obj = torch.backends
+        for part in path.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def read():
+        return {(p, n): getattr(owner(p), n) for p, n in TORCH_FLAGS}
+
+    def write(values):
+        for (p, n), v in values.items():
+            setattr(owner(p), n, v)
+
+    saved = read()
+    yield read, write
+    write(saved)
+
+
+def test_a_cpu_cell_leaves_the_cuda_switches_alone(torch_flags):
+    from adbench.backends import torch_backend as tb
+
+    read, write = torch_flags
+    unusual = {key: True for key in TORCH_FLAGS}  # what no CUDA_NUMERICS would set at once
+    write(unusual)
+    workload = spec.Workload("mlp512", seed=0, task="backward", n_samples=4, batch_size=4)
+    prepared = tb.prepare(workload, "eager", "cpu")
+    assert read() == unusual
+    assert not [k for k in prepared.choices if k.startswith("cuda_")]
+
+
+@pytest.mark.parametrize("numerics", [spec.CUDA_NUMERICS, FLIPPED], ids=["spec", "flipped"])
+def test_torch_applies_the_cuda_numerics_of_the_spec(torch_flags, numerics):
+    from adbench.backends import torch_backend as tb
+
+    read, _ = torch_flags
+    choices = tb.apply_cuda_numerics(numerics)
+    assert read() == {("cuda.matmul", "allow_tf32"): numerics["tf32"],
+                      ("cudnn", "allow_tf32"): numerics["tf32"],
+                      ("cudnn", "benchmark"): numerics["cudnn_autotune"]}
+    assert f"benchmark={numerics['cudnn_autotune']}" in choices["cuda_autotune"]
+    assert all(isinstance(v, str) for v in choices.values())
+
+
+NUMERICS_PROBE = r'''
+import json, os, sys
+from adbench import spec
+from adbench.backends import load
+
+framework, flipped, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+backend = load(framework)
+keys = ("TF_CUDNN_USE_AUTOTUNE", "XLA_FLAGS")
+result = {"before": {k: os.environ.get(k) for k in keys}}
+if framework == "jax":  # XLA reads XLA_FLAGS at the client's start, in configure_threads
+    backend._cuda_plugin_installed = lambda: True  # as in envs/jax-cuda.yaml
+    backend.configure_threads(1)
+    result["cuda_env_flags"] = os.environ["XLA_FLAGS"]
+else:
+    backend.configure_threads(1)
+workload = spec.Workload("mlp512", seed=0, task="backward", n_samples=4, batch_size=4)
+choices = backend.prepare(workload, "eager", "cpu").choices
+result["cpu_choices"] = sorted(k for k in choices if k.startswith("cuda_"))
+result["after_cpu"] = {k: os.environ.get(k) for k in keys}
+if framework == "tensorflow":
+    import tensorflow as tf
+    result["tf32_after_cpu"] = tf.config.experimental.tensor_float_32_execution_enabled()
+for name, numerics in (("spec", spec.CUDA_NUMERICS), ("flipped", flipped)):
+    result[name] = backend.apply_cuda_numerics(numerics)
+if framework == "jax":
+    spec.CUDA_NUMERICS = flipped
+    result["flipped_flags"] = backend._cuda_autotune_flags()
+json.dump(result, open(out, "w"))
+'''
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
+def test_tensorflow_and_jax_apply_the_cuda_numerics_of_the_spec(framework, tmp_path):
+    """Their CUDA switches follow spec.CUDA_NUMERICS and flip with it; a cpu cell sets
+    none of them (each in its own environment)."""
+    out = tmp_path / "numerics.json"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XLA_FLAGS", "TF_CUDNN_USE_AUTOTUNE")}
+    done = subprocess.run(
+        [str(venv_python(framework)), "-c", NUMERICS_PROBE, framework, json.dumps(FLIPPED),
+         str(out)], cwd=REPO / "workflow" / "scripts", capture_output=True, text=True,
+        timeout=300, env={**env, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads(out.read_text())
+    assert got["cpu_choices"] == []
+    off = not spec.CUDA_NUMERICS["cudnn_autotune"]
+    if framework == "tensorflow":
+        assert got["after_cpu"] == got["before"] and got["tf32_after_cpu"] is True  # TF default
+        for name, numerics in (("spec", spec.CUDA_NUMERICS), ("flipped", FLIPPED)):
+            assert got[name]["cuda_tf32"].endswith(str(numerics["tf32"]))
+            autotune = "1" if numerics["cudnn_autotune"] else "0"
+            assert f"TF_CUDNN_USE_AUTOTUNE={autotune}" in got[name]["cuda_autotune"]
+    else:
+        assert ("--xla_gpu_autotune_level=0" in got["cuda_env_flags"]) == off
+        assert got["after_cpu"]["XLA_FLAGS"] == got["cuda_env_flags"]  # prepare left them
+        assert bool(got["flipped_flags"]) == (not off)
+        for name, numerics in (("spec", spec.CUDA_NUMERICS), ("flipped", FLIPPED)):
+            precision = "tensorfloat32" if numerics["tf32"] else "highest"
+            assert got[name]["cuda_tf32"] == f"jax_default_matmul_precision={precision}"
+
+
+def test_jax_keeps_a_cpu_environment_s_xla_flags(tmp_path):
+    """Without the CUDA plugin (envs/jax.yaml) no GPU flag joins XLA_FLAGS."""
+    code = ("import json, os, sys; from adbench.backends import jax_backend as jb; "
+            "jb.configure_threads(1); "
+            "json.dump([jb._cuda_plugin_installed(), os.environ['XLA_FLAGS']], "
+            "open(sys.argv[1], 'w'))")
+    done = subprocess.run([str(venv_python("jax")), "-c", code, str(tmp_path / "o.json")],
+                          cwd=REPO / "workflow" / "scripts", capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "XLA_FLAGS": ""})
+    assert done.returncode == 0, done.stderr[-4000:]
+    plugin, flags = json.loads((tmp_path / "o.json").read_text())
+    assert plugin is False and flags == "--xla_cpu_multi_thread_eigen=false"
+
+
+# ------------------------------------------------------------------ measure.py
+def run_measure(tmp_path, device: str, env: dict) -> dict:
+    out = tmp_path / f"{device}.parquet"
+    cmd = [sys.executable, str(REPO / "workflow" / "scripts" / "measure.py"),
+           "--framework", "torch", "--mode", "eager", "--model", "mlp512", "--task",
+           "backward", "--device", device, "--threads", "1", "--seed", "0", "--warmup", "1",
+           "--iterations", "2", "--n-samples", "8", "--batch-size", "4", "--out", str(out),
+           "--gradients", str(tmp_path / f"{device}.npz")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    return schema.read_provenance(str(out))
+
+
+def test_a_cell_records_allocation_gpu_and_peak_memory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in SLURM_VARS}
+    info = run_measure(tmp_path, "cpu", {**env, "SLURM_JOB_ID": "99",
+                                         "SLURMD_NODENAME": "node9",
+                                         "SLURM_JOB_PARTITION": "short"})
+    assert info["status"] == "ok"
+    assert info["allocation"]["scheduler"] == "slurm"
+    assert (info["allocation"]["job_id"], info["allocation"]["node"],
+            info["allocation"]["partition"]) == ("99", "node9", "short")
+    assert info["gpu"] is None and info["peak_device_memory_bytes"] is None
+
+
+def test_a_cuda_cell_without_a_gpu_records_the_keys_empty(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the cuda cell would run")
+    env = {k: v for k, v in os.environ.items() if k not in SLURM_VARS}
+    info = run_measure(tmp_path, "cuda", env)
+    assert info["status"] == "unsupported"
+    assert info["allocation"]["scheduler"] is None
+    assert info["gpu"] is None and info["peak_device_memory_bytes"] is None
+    assert pq.read_metadata(str(tmp_path / "cuda.parquet")).num_rows == 0
