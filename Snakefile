@@ -17,6 +17,7 @@ if not workflow.overwrite_configfiles:
 localrules:
     all,
     build_venv,
+    harness,
     aggregate,
     check_gradients,
     tables,

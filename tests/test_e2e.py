@@ -6,6 +6,8 @@ Checks structure and contracts, never absolute timings.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -261,6 +263,32 @@ def test_editing_one_pin_file_rebuilds_that_environment_alone(run):
     jobs = planned_jobs(plan)
     assert jobs.count("build_venv") == 1 and jobs.count("measure") == counts[framework], plan
     measured = [line.split(f"{OUT}/raw/", 1)[1] for line in plan.splitlines()
+                if line.strip().startswith(f"output: {OUT}/raw/")]
+    assert measured and all(path.split("/")[1] == framework for path in measured), measured
+
+
+def test_editing_a_backend_re_times_its_framework_alone(run):
+    """The timing jobs' one input is their harness file (common.smk): its code digests make
+    an edit re-time exactly the cells that ran the edited file, and a touch nothing."""
+    framework = tiny_cells()[0].framework
+    backend = (run / "workflow/scripts/adbench/backends"
+               / f"{spec.FRAMEWORKS[framework].backend}.py")
+    before, text = backend.stat(), backend.read_text()
+    harness = json.loads((run / OUT / f"harness/cpu/{framework}.json").read_text())
+    assert harness["code"][str(backend.relative_to(run))] == hashlib.sha256(
+        text.encode()).hexdigest()
+    try:
+        backend.touch()
+        touched = planned_jobs(snakemake(run, "-n", "--config", "environments=venv").log)
+        backend.write_text(text + "# edited\n")
+        edited = snakemake(run, "-n", "--config", "environments=venv").log
+    finally:
+        backend.write_text(text)
+        os.utime(backend, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "measure" not in touched, touched
+    ours = [c for c in tiny_cells() if c.framework == framework]
+    assert planned_jobs(edited).count("measure") == len(ours), edited
+    measured = [line.split(f"{OUT}/raw/", 1)[1] for line in edited.splitlines()
                 if line.strip().startswith(f"output: {OUT}/raw/")]
     assert measured and all(path.split("/")[1] == framework for path in measured), measured
 

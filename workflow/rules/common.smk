@@ -2,6 +2,7 @@
 # before any job: a bad config stops here with a message naming the key at fault.
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import os
@@ -332,15 +333,82 @@ def code(script, *modules):
     return [str(SCRIPTS / script)] + [str(SCRIPTS / "adbench" / m) for m in modules]
 
 
-def measure_code(wildcards):
-    return list(framework_code(wildcards.framework))
+MEASURE_SCRIPT, RUN_CELL_SCRIPT = str(SCRIPTS / "measure.py"), str(SCRIPTS / "run_cell.py")
 
 
 @functools.cache
 def framework_code(framework):
+    """measure.py, its supervisor run_cell.py and the modules they import for a framework."""
     backend = f"backends/{spec.FRAMEWORKS[framework].backend}.py"
-    measure, *modules = code("measure.py", *HARNESS, backend)
-    return (measure, str(SCRIPTS / "run_cell.py"), *modules)  # [1]: its supervisor
+    return [*code("measure.py", *HARNESS, backend), RUN_CELL_SCRIPT]
+
+
+# ------------------------------------------------------------------ the timing harness
+# What times a framework's cells on a device (its environment and its code) is one file per
+# (framework, device), the timing jobs' one input. A campaign plans thousands of timing jobs:
+# a path pattern costs Snakemake nothing per job, where a list of code files and receipts
+# made by functions cost most of a dry run (benchmarks/dryrun_cost.py).
+HARNESS_FILE = tree("harness/{device}/{framework}.json")
+
+
+def harness_env(wildcards):
+    return env_inputs(spec.FRAMEWORKS[wildcards.framework].env_for(wildcards.device))
+
+
+def harness_code(wildcards):
+    return framework_code(wildcards.framework)
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def write_harness(wildcards, input, path, log):
+    """The code's digests and the environments' receipts: their content, so that a touch
+    re-times nothing (Snakemake compares small files' checksums) and an edit re-times the
+    cells that ran the edited file."""
+    code_files, receipts = input.code, [f for f in input if f not in input.code]
+    env = spec.FRAMEWORKS[wildcards.framework].env_for(wildcards.device)
+    harness = {
+        "framework": wildcards.framework,
+        "device": wildcards.device,
+        "environments": ENV_MODE,
+        "env": env,
+        "python": env_python(env),
+        "code": {os.path.relpath(f, ROOT): sha256(f) for f in code_files},
+        "receipts": {r: json.loads(Path(r).read_text()) for r in receipts},
+    }
+    Path(path).write_text(json.dumps(harness, indent=2, sort_keys=True) + "\n")
+    Path(log).write_text(f"{path}: {len(code_files)} code files, receipts {receipts}\n")
+
+
+def cell_conda_env(wildcards):
+    return env_file(framework_env(wildcards))
+
+
+@functools.cache
+def framework_command(framework, device):
+    """The cell's environment and its timing script: `[--receipt R] -- PYTHON measure.py`."""
+    env = spec.FRAMEWORKS[framework].env_for(device)
+    return f"{receipt_args(env)} -- {env_python(env)} {MEASURE_SCRIPT}"
+
+
+def cell_arguments(wildcards):
+    """run_cell.py's arguments for a cell but its budget and granted threads (resources:
+    changing one re-times nothing). Everything here is a params value: a change re-times the
+    cell, and so does a kill (--times-killed). One function for all of it: Snakemake calls
+    each of a rule's functions for each of thousands of jobs."""
+    w = dict(wildcards.items())
+    return (
+        f"--killed-log {KILLED_LOG.format(**w)} --times-killed {times_killed(w)} "
+        f"{framework_command(w['framework'], w['device'])} "
+        f"--framework {w['framework']} --mode {w['mode']} --model {w['model']} "
+        f"--task {w['task']} --device {w['device']} --threads {w['threads']} "
+        f"--seed {w['seed']} {workload_args(w['model'], w['task'])} "
+        f"--cache-dir {tree('cache')} --out {tree(spec.RAW_PATTERN).format(**w)} "
+        f"--gradients {tree(spec.GRADIENT_PATTERN).format(**w)}"
+    )
 
 
 # ------------------------------------------------------------------ cells and outputs
@@ -367,12 +435,9 @@ def data_args(model, task):
 KILLED_LOG = tree(f"killed/{spec.CELL_PATH}.log")
 
 
-def killed_log(wildcards):
-    return KILLED_LOG.format(**dict(wildcards.items()))
-
-
-def times_killed(wildcards):
-    path = killed_log(wildcards)
+def times_killed(cell):
+    """Kills of a cell's timing process recorded so far (run_cell.py)."""
+    path = KILLED_LOG.format(**cell)
     if not os.path.exists(path):
         return 0
     with open(path) as f:

@@ -1,22 +1,32 @@
 # One timing job per cell: a fresh process in the cell's framework environment.
 
 
-rule measure:
+rule harness:
+    # A framework's environment and code on a device (common.smk, "the timing harness").
     input:
-        lambda wc: env_inputs(framework_env(wc)),
+        harness_env,
         # run_cell.py runs in the analysis environment: it can record a cell whose own
         # environment could not be built.
         env_inputs(spec.ANALYSIS_ENV),
-        code=measure_code,
+        code=harness_code,
+    output:
+        HARNESS_FILE,
+    log:
+        tree("logs/harness/{device}/{framework}.log"),
+    run:
+        write_harness(wildcards, input, output[0], log[0])
+
+
+rule measure:
+    input:
+        HARNESS_FILE,
     output:
         raw=tree(spec.RAW_PATTERN),
         gradients=tree(spec.GRADIENT_PATTERN),
     log:
         tree(spec.LOG_PATTERN),
-    benchmark:
-        tree(f"benchmarks/measure/{spec.CELL_PATH}.tsv")
     conda:
-        lambda wc: env_file(framework_env(wc))
+        cell_conda_env
     threads: lambda wc: int(wc.threads)
     # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
     # cluster profile sets no limit (each job is its own allocation; README, "SLURM").
@@ -30,23 +40,12 @@ rule measure:
         # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
         gpu=lambda wc: int(wc.device == "cuda"),
     params:
-        python=lambda wc: env_python(framework_env(wc)),
-        supervisor=env_python(spec.ANALYSIS_ENV),
-        receipt=lambda wc: receipt_args(framework_env(wc)),
-        workload=lambda wc: workload_args(wc.model, wc.task),
-        killed_log=killed_log,
-        cache=tree("cache"),
-        # Changes when run_cell.py records a kill: the next run re-times that cell alone.
-        times_killed=times_killed,
+        cell=cell_arguments,
     shell:
-        "{params.supervisor} {input.code[1]} --budget-s {resources.budget_s} "
-        "--killed-log {params.killed_log} {params.receipt} -- "
-        "{params.python} {input.code[0]} --framework {wildcards.framework} "
-        "--mode {wildcards.mode} --model {wildcards.model} --task {wildcards.task} "
-        "--device {wildcards.device} --threads {wildcards.threads} --granted-threads {threads} "
-        "--seed {wildcards.seed} --budget-s {resources.budget_s} "
-        "{params.workload} --cache-dir {params.cache} "
-        "--out {output.raw} --gradients {output.gradients} > {log} 2>&1"
+        # The budget goes to run_cell.py (which kills at it) and measure.py (which stops its
+        # loop before it); the supervisor's path is written in at parse time.
+        f"{env_python(spec.ANALYSIS_ENV)} {RUN_CELL_SCRIPT} --budget-s {{resources.budget_s}} "
+        "{params.cell} --budget-s {resources.budget_s} --granted-threads {threads} > {log} 2>&1"
 
 
 rule reference:

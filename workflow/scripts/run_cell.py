@@ -10,8 +10,9 @@ cell is never lost: what the child cannot record itself is recorded here.
   hang) is killed here and its cell recorded `timeout`.
 - A child killed by a signal before writing its files (SIGKILL from outside, the kernel's
   out-of-memory killer, a segfault) is recorded `failed`, naming the signal, and a line is
-  appended to --killed-log: common.smk passes the number of such lines as a parameter of the
-  cell's job, so the next run re-times the cell (Snakemake's params trigger) and no other.
+  appended to --killed-log: common.smk passes the number of such lines (--times-killed) in
+  the cell's params, so the next run re-times the cell (Snakemake's params trigger) and no
+  other.
 - Interrupted (SIGINT, SIGTERM: Ctrl-C, scancel), the child is stopped and nothing is
   written: Snakemake sees an incomplete job, and the next run (or --rerun-incomplete)
   re-times it.
@@ -49,6 +50,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
                    help="seconds the child may run before it is killed")
     p.add_argument("--killed-log", required=True,
                    help="file a line is appended to whenever the child is killed")
+    p.add_argument("--times-killed", type=int, default=0,
+                   help="lines of --killed-log so far: a value of the job's params, so that "
+                   "Snakemake re-times a cell after a kill and no other")
     p.add_argument("--receipt", help="the cell's environment's receipt (build_env.py): if "
                    "that environment could not be built, the cell is recorded failed with "
                    "the installer's message and the child is not run")

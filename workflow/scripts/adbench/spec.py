@@ -531,15 +531,15 @@ class Cell:
 
     @property
     def raw_path(self) -> str:
-        return RAW_PATTERN.format(**dataclasses.asdict(self))
+        return RAW_PATTERN.format_map(vars(self))  # vars, not asdict: no deep copy per path
 
     @property
     def gradient_path(self) -> str:
-        return GRADIENT_PATTERN.format(**dataclasses.asdict(self))
+        return GRADIENT_PATTERN.format_map(vars(self))
 
     @property
     def log_path(self) -> str:
-        return LOG_PATTERN.format(**dataclasses.asdict(self))
+        return LOG_PATTERN.format_map(vars(self))
 
     @property
     def reference_path(self) -> str:

@@ -7,6 +7,17 @@ A backend module provides:
     versions() -> dict[str, str]               -- library versions for provenance
     device_name(device) -> str                 -- e.g. the GPU's name, for provenance
 
+A backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) also provides, used by its own
+`prepare` and by measure.py on cuda cells only:
+    device_sync(device) -> () -> None          -- waits for the device's queued work; the
+                                                  timer calls it before every clock read
+    apply_cuda_numerics(numerics) -> dict      -- sets spec.CUDA_NUMERICS (TF32, autotuning,
+                                                  memory growth); returns what it set, for
+                                                  the cell's `choices`
+    gpu_info(device) -> dict                   -- name, driver, CUDA/cuDNN, memory
+    reset_peak_memory(device), peak_memory(device) -> int | None
+                                               -- peak device memory of the timed loop
+
 `prepare` builds the workload's model (spec.MODELS[workload.model]) the way that framework's
 users write it, loads the spec's canonical arrays into it (converting layouts once, here),
 places every batch on the device, and returns a `Prepared` for the workload's task.  Tasks
