@@ -6,11 +6,15 @@ Snakefile with the same number of jobs, measured in one run.
     python3 benchmarks/dryrun_cost.py --seeds 3 --repeats 1   # a quick look
 
 The grid is every (framework, mode) of the study's two frameworks x every model x every task
-x `--seeds` seeds (336 cells per seed; 30 seeds give 10,080). Both dry runs start in a fresh
+x `--seeds` seeds (336 cells per seed; 30 seeds give 10,080). The dry runs start in a fresh
 copy of the checkout (no .snakemake/ metadata, no results) with `environments: current`, and
 alternate, so the machine's state is shared. The trivial workflow has one rule that makes
-each of as many files as the pipeline has jobs, and a target rule. Prints the median wall
-time of each and their ratio (target: at most 1.5), and writes it as JSON to --out.
+each of as many files as the pipeline has jobs, and a target rule. A third, the same-shape
+workflow, declares what rule `measure` declares (its wildcards, outputs, log, one input file,
+conda, threads, the same resources and one params function, each a function returning a
+constant) for the same cells, and no other rule: what Snakemake charges for those
+declarations alone, whatever the functions do. Prints the median wall time of each and the ratio pipeline/trivial (target: at
+most 1.5), and writes them as JSON to --out.
 """
 
 from __future__ import annotations
@@ -44,6 +48,36 @@ rule all:
 
 rule make:
     output: "out/{{i}}.txt"
+    shell: "touch {{output}}"
+"""
+
+
+SHAPE_SNAKEFILE = """\
+CELLS = {cells!r}
+
+rule all:
+    input: CELLS
+
+rule measure:
+    input: "harness/{{device}}/{{framework}}.json"
+    output:
+        raw="{raw}",
+        gradients="{gradients}",
+    log: "{log}"
+    conda: lambda wc: "envs/x.yaml"
+    threads: lambda wc: 1
+    resources:
+        timing_lock=1,
+        budget_s=lambda wc, attempt: "60",
+        runtime=lambda wc, attempt: 2,
+        mem_mb=lambda wc, attempt: 4000,
+        gpu=lambda wc: 0,
+    params:
+        cell=lambda wc: "--framework x",
+    shell: "run_cell.py --budget-s {{resources.budget_s}} {{params.cell}} --budget-s {{resources.budget_s}} --granted-threads {{threads}} > {{log}} 2>&1"
+
+rule harness:
+    output: "harness/{{device}}/{{framework}}.json"
     shell: "touch {{output}}"
 """
 
@@ -90,26 +124,32 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "dryrun_cost.json"))
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="adbench-dryrun-") as tmp:
-        pipeline, trivial = Path(tmp, "pipeline"), Path(tmp, "trivial")
-        pipeline.mkdir(), trivial.mkdir()
+        pipeline, trivial, shape = (Path(tmp, name) for name in ("pipeline", "trivial", "shape"))
+        pipeline.mkdir(), trivial.mkdir(), shape.mkdir()
         fresh_copy(pipeline, cold=True)
         config = campaign_config(args.seeds)
         (pipeline / "campaign.yaml").write_text(yaml.safe_dump(config))
-        n_cells = sum(1 for _ in spec.expand_grid({**config["grid"][0], "devices": ["cpu"],
-                                                    "threads": [1]}))
+        cells = list(spec.expand_grid({**config["grid"][0], "devices": ["cpu"], "threads": [1]}))
+        n_cells = len(cells)
+        (shape / "Snakefile").write_text(SHAPE_SNAKEFILE.format(
+            cells=[c.raw_path for c in cells], raw=spec.RAW_PATTERN,
+            gradients=spec.GRADIENT_PATTERN, log=spec.LOG_PATTERN))
         log(f"pipeline: {n_cells} cells; first dry run (counts the jobs)")
         _, output = dry_run(pipeline, ["--configfile", "campaign.yaml"])
         n_jobs = job_count(output)
         (trivial / "Snakefile").write_text(TRIVIAL_SNAKEFILE.format(n=n_jobs - 1))
-        times: dict[str, list[float]] = {"pipeline": [], "trivial": []}
+        times: dict[str, list[float]] = {"pipeline": [], "trivial": [], "same_shape": []}
         for repeat in range(args.repeats):
             times["pipeline"].append(dry_run(pipeline, ["--configfile", "campaign.yaml"])[0])
             times["trivial"].append(dry_run(trivial, [])[0])
+            times["same_shape"].append(dry_run(shape, [])[0])
             log(f"repeat {repeat + 1}/{args.repeats}: pipeline {times['pipeline'][-1]:.1f} s, "
-                f"trivial {times['trivial'][-1]:.1f} s")
+                f"trivial {times['trivial'][-1]:.1f} s, same shape "
+                f"{times['same_shape'][-1]:.1f} s")
     medians = {k: statistics.median(v) for k, v in times.items()}
     report = {"cells": n_cells, "jobs": n_jobs, "repeats": args.repeats, "times_s": times,
               "median_s": medians, "ratio": medians["pipeline"] / medians["trivial"],
+              "same_shape_ratio": medians["same_shape"] / medians["trivial"],
               "target": TARGET}
     report["within_target"] = report["ratio"] <= TARGET
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -117,7 +157,9 @@ def main(argv=None) -> int:
     print(f"{n_cells} cells, {n_jobs} jobs: dry run {medians['pipeline']:.1f} s, trivial "
           f"Snakefile with {n_jobs} jobs {medians['trivial']:.1f} s: ratio "
           f"{report['ratio']:.2f} (target <= {TARGET}: "
-          f"{'met' if report['within_target'] else 'NOT met'})")
+          f"{'met' if report['within_target'] else 'NOT met'}); a Snakefile of the same shape "
+          f"(measure's declarations, functions returning constants) "
+          f"{medians['same_shape']:.1f} s: ratio {report['same_shape_ratio']:.2f}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """The derivative check: every cell against the float64 reference and its peers, mismatches
 named, cells that are not ok skipped, per-model tolerances."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -20,9 +21,10 @@ def write_cell(root, framework, mode, arrays, status="ok", seed=0, model="mlp512
     return str(root / cell.gradient_path)
 
 
-def write_reference(root, arrays=TRUTH, seed=0, model="mlp512", derivative="gradients"):
+def write_reference(root, arrays=TRUTH, seed=0, model="mlp512", derivative="gradients",
+                    kink=float("inf")):
     path = root / spec.REFERENCE_PATTERN.format(model=model, derivative=derivative, seed=seed)
-    reference.write_derivatives(str(path), "ok", 1.0, arrays)
+    reference.write_derivatives(str(path), "ok", 1.0, arrays, kink=kink)
     return str(path)
 
 
@@ -70,6 +72,29 @@ def test_all_cells_agreeing_with_each_other_but_not_the_reference_fail(tmp_path)
              write_cell(tmp_path, "tensorflow", "eager", wrong)]
     result, table = check(tmp_path, cells, [write_reference(tmp_path)])
     assert result.returncode == 1 and not table["passed"].any()
+
+
+def test_near_a_relu_kink_the_check_allows_float32_crossing_it_and_no_more(tmp_path):
+    """mlp512 seed 0 has a unit within float32 rounding of 0 (the measured case): a float32
+    cell that rounds it to the other side is 2e-4 off; a wrong derivative still fails."""
+    w = spec.Workload(model="mlp512", seed=0, task="backward", warmup=0, iterations=1,
+                      n_samples=1280, batch_size=128)
+    assert reference.kink_margin(w) < reference.KINK_MARGIN
+    assert reference.kink_margin(dataclasses.replace(w, seed=2)) > reference.KINK_MARGIN
+    g = [a.astype(np.float32) for a in TRUTH]
+    crossed = [g[0] * (1 + 2e-4), g[1]]
+    cells = [write_cell(tmp_path, "torch", "eager", g),
+             write_cell(tmp_path, "autograd", "eager", crossed),
+             write_cell(tmp_path, "torch", "eager", g, seed=1),
+             write_cell(tmp_path, "autograd", "eager", crossed, seed=1),
+             write_cell(tmp_path, "tensorflow", "eager", [g[0] * 1.01, g[1]])]
+    refs = [write_reference(tmp_path, kink=7.9e-8), write_reference(tmp_path, seed=1)]
+    result, table = check(tmp_path, cells, refs)
+    assert result.returncode == 1
+    verdict = {(r.framework, r.seed): (r.passed, r.tolerance) for r in table.itertuples()}
+    assert verdict[("autograd", 0)] == (True, reference.KINK_TOLERANCE)
+    assert verdict[("autograd", 1)] == (False, 1e-5)  # no kink at seed 1: held to 1e-5
+    assert verdict[("tensorflow", 0)][0] is False  # 1% off: wrong, kink or not
 
 
 def test_per_model_tolerance_and_its_validation(tmp_path):

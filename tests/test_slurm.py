@@ -6,7 +6,9 @@ tests/slurm/localhost.sh starts slurmctld, slurmd and munged from Debian's packa
 covers: every cell a SLURM job (its id in the Parquet provenance), the tables and the PDF built
 on the submit host, a cuda cell asking for a GPU and ending `unsupported` (no CUDA here),
 CPU cells asking for none, and a cell that fails recorded `failed` with its log while the rest
-run. The daemons are stopped by PID afterwards, also when a test fails.
+run. A second run has one of its jobs cancelled by SLURM mid-cell: that job alone fails, with
+SLURM's log, the rest finish (--keep-going), and the next run re-submits it alone. The daemons
+are stopped by PID afterwards, also when a test fails.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -146,3 +149,62 @@ def test_a_failed_cell_is_recorded_with_its_log_and_the_rest_ran(run):
     assert (cells.loc[cells["device"] == "cpu", "status"] == "ok").sum() == 4
     table = (workdir / OUT / "tables" / "table1_eager.md").read_text()
     assert str(failed["log"].iloc[0]) in table
+
+
+# A job SLURM itself ends (scancel here; a node failure or a time limit alike): the cells are
+# long enough (a few seconds each) to be caught running.
+LOST_OUT = "results-slurm-lost"
+LOST_CONFIG = {
+    "environments": "current",
+    "results": LOST_OUT,
+    "grid": [{"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "tasks": ["backward"],
+              "seeds": [0, 1, 2]}],
+    "workload": {"warmup": 2, "iterations": 4000, "models": {"mlp512": {"n_samples": 1280}}},
+}
+
+
+def running_measure_jobs() -> list[tuple[str, str]]:
+    """(job id, comment) of the RUNNING measure jobs; the plugin's comment names the rule
+    and the wildcards."""
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True,
+                         text=True, timeout=30).stdout
+    return [tuple(line.split("|", 1)) for line in out.splitlines()
+            if "|rule_measure_" in line]
+
+
+@pytest.fixture(scope="module")
+def lost_job(slurm, tmp_path_factory):
+    """A run during which one timing job is cancelled by SLURM, then the run that resumes."""
+    workdir = tmp_path_factory.mktemp("slurm-lost")
+    pipeline_cost.fresh_copy(workdir, cold=True)
+    (workdir / "lost.yaml").write_text(yaml.safe_dump(LOST_CONFIG))
+    cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/slurm",
+           "--configfile", "lost.yaml", *FAST_POLLING]
+    job = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    cancelled, deadline = None, time.monotonic() + 600
+    while job.poll() is None and cancelled is None and time.monotonic() < deadline:
+        for job_id, comment in running_measure_jobs():
+            subprocess.run(["scancel", job_id], check=True, timeout=30)
+            cancelled = (job_id, comment)
+            break
+        time.sleep(0.2)
+    log = job.communicate(timeout=900)[0]
+    written = sorted((workdir / LOST_OUT / "raw").rglob("*.parquet"))
+    resumed = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900)
+    return workdir, cancelled, job.returncode, log, written, resumed
+
+
+def test_a_job_slurm_ends_fails_alone_with_its_log_and_the_next_run_resubmits_it(lost_job):
+    workdir, cancelled, returncode, log, written, resumed = lost_job
+    assert cancelled, log[-6000:]
+    job_id, comment = cancelled
+    # Reported as failed, with SLURM's log of the job; --keep-going (the profile) ran the rest.
+    assert returncode != 0, log[-6000:]
+    assert "Error in rule measure" in log and f"{job_id}.log" in log, log[-6000:]
+    assert len(written) == 2, (written, log[-6000:])
+    # The next run submits that cell alone, and finishes the analysis and the paper.
+    resumed_log = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, resumed_log[-6000:]
+    assert resumed_log.count("rule measure:") == 1, resumed_log[-6000:]
+    assert (workdir / LOST_OUT / "paper" / "paper.pdf").stat().st_size > 0

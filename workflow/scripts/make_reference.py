@@ -38,7 +38,8 @@ def main(argv=None) -> int:
     print(f"make_reference: float64 {args.derivative} of {args.model}, seed {args.seed}, "
         f"by {workload.spec.reference}", file=sys.stderr)
     loss, arrays = reference.reference_derivatives(workload)
-    reference.write_derivatives(args.out, "ok", loss, arrays)
+    reference.write_derivatives(args.out, "ok", loss, arrays,
+                                kink=reference.kink_margin(workload))
     print(f"make_reference: wrote {args.out}", file=sys.stderr)
     return 0
 

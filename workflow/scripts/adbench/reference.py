@@ -110,15 +110,48 @@ def _rnn_cell(workload, params, batch, derivative):
     return float(h.sum()), [slope.T @ h0, slope.T @ x]
 
 
+# A ReLU network's derivative jumps where a pre-activation crosses 0. A unit whose float64
+# pre-activation is this close to 0 (relative to the layer's largest) can land on either side
+# in float32, depending on a BLAS kernel's summation order: there the float64 reference is
+# not the derivative a correct float32 cell computes (seen: mlp512 seed 0, one unit at 7.9e-8
+# of the layer's largest, its first layer's gradient 2e-4 off with numpy on AVX-512, not with
+# torch). Float32 rounding of a 784-term dot product is a few 1e-7 of it; seeds 1-9 have
+# margins from 7.5e-7 to 1.6e-5. There the check uses KINK_TOLERANCE instead: a flipped unit
+# moves the gradient by about 1e-4, a wrong derivative by far more.
+KINK_MARGIN = 1e-6
+KINK_TOLERANCE = 1e-3
+
+
+def kink_margin(workload: spec.Workload) -> float:
+    """The smallest |pre-activation| / largest of the MLP's hidden ReLU layers at the check's
+    batch (inf for models without a numpy reference, which are not checked for it)."""
+    if workload.spec.reference != "numpy" or workload.spec.family != "mlp":
+        return float("inf")
+    batch = spec.make_batches(dataclasses.replace(workload, warmup=0, iterations=1))[0]
+    params = [p.astype(np.float64) for p in spec.make_params(workload)]
+    a, margin = batch["x"].astype(np.float64), float("inf")
+    for w, b in list(zip(params[0::2], params[1::2]))[:-1]:
+        z = a @ w + b
+        margin = min(margin, float(np.abs(z).min() / np.abs(z).max()))
+        a = np.maximum(z, 0.0)
+    return margin
+
+
 # ---------------------------------------------------------------- derivative files (.npz)
 def write_derivatives(path: str, status: str, loss: float | None,
-                      arrays: list[np.ndarray]) -> None:
-    """A cell's (or the reference's) loss and derivative arrays; written atomically."""
+                      arrays: list[np.ndarray], kink: float = float("inf")) -> None:
+    """A cell's (or the reference's, with its kink_margin) loss and derivative arrays;
+    written atomically."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = path + ".tmp.npz"
     np.savez(tmp, status=np.array(status), loss=np.array(np.nan if loss is None else loss),
-             **{f"g{i}": a for i, a in enumerate(arrays)})
+             kink_margin=np.array(kink), **{f"g{i}": a for i, a in enumerate(arrays)})
     os.replace(tmp, path)
+
+
+def read_kink_margin(path: str) -> float:
+    with np.load(path) as data:
+        return float(data["kink_margin"]) if "kink_margin" in data.files else float("inf")
 
 
 def read_derivatives(path: str) -> tuple[str, float, list[np.ndarray]]:
