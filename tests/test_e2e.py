@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from adbench import schema, spec
+from adbench import reference, schema, spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import pipeline_cost  # noqa: E402  (its fresh copy of the checkout, shared)
@@ -169,7 +169,12 @@ def test_derivatives_agree_with_the_reference_and_across_frameworks(run):
     assert len(check) == len(tiny_cells())
     ok = check[check["status"] == "ok"]
     assert ok["passed"].all()
-    assert ok["ref_rel_error"].max() < 1e-5 and ok["max_rel_error"].max() < 1e-5
+    # 1e-5, or reference.KINK_TOLERANCE where the check point is within float32 rounding of
+    # a ReLU kink (mlp512 seed 0 here; its cells may land on either side)
+    assert set(ok["tolerance"]) <= {1e-5, reference.KINK_TOLERANCE}, ok
+    assert (ok["ref_rel_error"] <= ok["tolerance"]).all()
+    assert (ok["max_rel_error"] <= ok["tolerance"]).all()
+    assert ok.loc[ok["tolerance"] == 1e-5, "ref_rel_error"].max() < 1e-5
     assert (check.loc[check["status"] != "ok", "passed"] == False).all()  # noqa: E712
     references = sorted((run / OUT / "reference").rglob("*.npz"))
     assert {(p.parent.parent.name, p.parent.name) for p in references} == {
