@@ -352,7 +352,7 @@ HARNESS_FILE = tree("harness/{device}/{framework}.json")
 
 
 def harness_env(wildcards):
-    return env_inputs(spec.FRAMEWORKS[wildcards.framework].env_for(wildcards.device))
+    return env_inputs(framework_env(wildcards))
 
 
 def harness_code(wildcards):
@@ -369,7 +369,7 @@ def write_harness(wildcards, input, path, log):
     re-times nothing (Snakemake compares small files' checksums) and an edit re-times the
     cells that ran the edited file."""
     code_files, receipts = input.code, [f for f in input if f not in input.code]
-    env = spec.FRAMEWORKS[wildcards.framework].env_for(wildcards.device)
+    env = framework_env(wildcards)
     harness = {
         "framework": wildcards.framework,
         "device": wildcards.device,

@@ -61,12 +61,11 @@ def compare(cells: pd.DataFrame, references: dict, tolerances: dict,
     for _, group in cells.groupby(GROUP, sort=True):
         ok = group[group["status"] == "ok"]
         first = ok.iloc[0] if len(ok) else None
-        first_row = group.iloc[0]
-        key = (first_row["model"], first_row["derivative"], first_row["seed"])
-        near_kink = kink_margins.get(key, float("inf")) < reference.KINK_MARGIN
         for r in group.itertuples():
+            key = (r.model, r.derivative, r.seed)  # the reference's, shared by the group
+            near_kink = kink_margins.get(key, float("inf")) < reference.KINK_MARGIN
             tol = max(tolerances[r.model], reference.KINK_TOLERANCE if near_kink else 0.0)
-            truth = references.get((r.model, r.derivative, r.seed))
+            truth = references.get(key)
             checked = r.status == "ok"
             ref_error = (reference.relative_error(r.arrays, truth) if checked and truth
                          is not None else float("nan"))

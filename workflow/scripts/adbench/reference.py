@@ -41,10 +41,7 @@ def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarr
     workload = dataclasses.replace(workload, task=REFERENCE_TASK[derivative], warmup=0,
                                    iterations=1)
     if workload.spec.reference == "numpy":
-        batch = spec.make_batches(workload)[0]
-        params = [p.astype(np.float64) for p in spec.make_params(workload)]
-        batch = {k: (v.astype(np.float64) if v.dtype == np.float32 else v)
-                 for k, v in batch.items()}
+        params, batch = _float64_point(workload)
         family = {"mlp": _mlp, "rnn_cell": _rnn_cell}[workload.spec.family]
         return family(workload, params, batch, derivative)
     if workload.spec.reference == "torch":
@@ -54,6 +51,15 @@ def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarr
         loss, arrays = prepared.derivatives(0)
         return loss, [np.asarray(a, dtype=np.float64) for a in arrays]
     raise ValueError(f"{workload.model}: unknown reference {workload.spec.reference!r}")
+
+
+def _float64_point(workload: spec.Workload) -> tuple[list[np.ndarray], dict]:
+    """The spec's parameters and first batch, float arrays in float64: where the numpy
+    references (and the kink margin) are evaluated."""
+    batch = spec.make_batches(workload)[0]
+    params = [p.astype(np.float64) for p in spec.make_params(workload)]
+    return params, {k: (v.astype(np.float64) if v.dtype == np.float32 else v)
+                    for k, v in batch.items()}
 
 
 def _mlp(workload, params, batch, derivative):
@@ -127,9 +133,8 @@ def kink_margin(workload: spec.Workload) -> float:
     batch (inf for models without a numpy reference, which are not checked for it)."""
     if workload.spec.reference != "numpy" or workload.spec.family != "mlp":
         return float("inf")
-    batch = spec.make_batches(dataclasses.replace(workload, warmup=0, iterations=1))[0]
-    params = [p.astype(np.float64) for p in spec.make_params(workload)]
-    a, margin = batch["x"].astype(np.float64), float("inf")
+    params, batch = _float64_point(dataclasses.replace(workload, warmup=0, iterations=1))
+    a, margin = batch["x"], float("inf")
     for w, b in list(zip(params[0::2], params[1::2]))[:-1]:
         z = a @ w + b
         margin = min(margin, float(np.abs(z).min() / np.abs(z).max()))
