@@ -60,15 +60,11 @@ def pm(mean, sd) -> str:
     return tbl.fmt_pm(mean, sd, pm=r"$\pm$")
 
 
-def ratio(value) -> str:
-    return "n/a" if missing(value) else f"{value:.2f}"
-
-
 def ratio_ci(r: dict, name: str) -> str:
     """A printed ratio with its bootstrap interval in small type, when the tables have one."""
     value, low, high = (r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high"))
     if missing(value) or missing(low) or missing(high):
-        return ratio(value)
+        return tbl.fmt_ratio(value)
     return rf"{value:.2f}\,{{\tiny[{low:.2f}, {high:.2f}]}}"
 
 
@@ -245,7 +241,9 @@ def ratio_cells(found_by_pair: dict, n_stats: int) -> list:
 
 
 def ratio_of(found: pd.DataFrame) -> str:
-    return ratio_ci(found.iloc[0].to_dict(), "task_ratio") if len(found) else ratio(math.nan)
+    if not len(found):
+        return tbl.fmt_ratio(math.nan)
+    return ratio_ci(found.iloc[0].to_dict(), "task_ratio")
 
 
 def model_heading(model: str) -> str:
@@ -600,9 +598,9 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | 
         # the tasks' costs told apart at all: the ratio's interval excludes 1
         "n_differs": sum(c["differs"] for c in conditions),
         "within_pct": f"{EQUAL_MARGIN:.0%}".replace("%", r"\%"), "span": span(ratios),
-        "low": ratio(min(ratios)), "high": ratio(max(ratios)),
-        "median": ratio(statistics.median(ratios)),
-        "worst": worst["where"], "worst_ratio": ratio(worst["ratio"]),
+        "low": tbl.fmt_ratio(min(ratios)), "high": tbl.fmt_ratio(max(ratios)),
+        "median": tbl.fmt_ratio(statistics.median(ratios)),
+        "worst": worst["where"], "worst_ratio": tbl.fmt_ratio(worst["ratio"]),
         "within": [c["where"] for c in within],
         "verdict": verdict(len(within), n_outside, len(conditions)),
         "hypothesis": {k: latex(v) for k, v in {**HYPOTHESIS_FIELDS, **hypothesis}.items()}
