@@ -219,8 +219,11 @@ def test_an_interrupted_run_resumes_without_redoing_finished_cells(run):
         shutil.rmtree(run / OUT / downstream)
     cmd = [sys.executable, "-m", "snakemake", "--configfile", TEST_CONFIG, "--cores", "2",
            "--config", "environments=venv"]
+    # Ctrl-C as in a terminal: SIGINT's default action restored, since a test runner started
+    # in the background (`cmd &` in a script) ignores SIGINT, and so would Snakemake.
     job = subprocess.Popen(cmd, cwd=run, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, start_new_session=True)
+                           text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline, first_done = time.monotonic() + 600, None
     while job.poll() is None and time.monotonic() < deadline:  # the second cell's job
         if first_done is None and any((run / OUT / c.raw_path).exists() for c in mine):
