@@ -68,7 +68,8 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def slurm():
-    """A running cluster; afterwards its daemons are stopped by PID and must be gone."""
+    """A running cluster; afterwards its daemons are stopped by PID and must be gone, and
+    so must the config files its start wrote."""
     if os.geteuid() != 0:
         pytest.fail("the SLURM tests start daemons as root (CI runs as root); "
                     "deselect them with -m 'not slurm'")
@@ -82,6 +83,11 @@ def slurm():
         cluster("stop")
         left = [pid for pid in pids if alive(pid)]
         assert not left, f"SLURM daemons still running after stop: {left}"
+        # A slurm.conf left behind naming a controller that is down costs every later
+        # snakemake command 9 s (tests/slurm/localhost.sh).
+        configs = [f for f in ("/etc/slurm/slurm.conf", "/etc/slurm/gres.conf")
+                   if os.path.exists(f)]
+        assert not configs, f"left behind after stop: {configs}"
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,21 @@
 # slurmctld, slurmd, slurm-client and munge, installed by ./setup.sh --test; no systemd).
 #
 #   tests/slurm/localhost.sh start    write slurm.conf, start munged, slurmctld, slurmd
-#   tests/slurm/localhost.sh stop     stop them by PID, newest first, and wait for each
+#   tests/slurm/localhost.sh stop     stop them by PID, newest first, wait for each, and
+#                                     remove the slurm.conf and gres.conf that start wrote
 #   tests/slurm/localhost.sh pids     the daemons' PIDs, one per line
+#
+# A slurm.conf or gres.conf that this script did not write (a real site's) is never touched:
+# start refuses. Ours is removed on stop because a slurm.conf naming a controller that is
+# down makes every `snakemake` command wait about 9 s: the SLURM executor plugin runs
+# `scontrol show config` when it is imported, and scontrol retries the controller.
 #
 # The node advertises one GPU for scheduling only (gres gpu:fake:1 backed by /dev/null): it
 # proves that a job asks for a GPU and is scheduled with one, not that CUDA works.
 set -euo pipefail
 PIDFILES="/run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid"
+CONFIGS="/etc/slurm/slurm.conf /etc/slurm/gres.conf"
+MARK="# written by tests/slurm/localhost.sh: removed by its stop"
 say() { printf '[slurm-localhost] %s\n' "$*" >&2; }
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -19,11 +27,13 @@ write_config() {
   hardware=$(slurmd -C | head -n 1)  # "NodeName=... CPUs=... ... RealMemory=..."
   memory=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$hardware")
   node_hardware=$(sed -e 's/^NodeName=[^ ]* //' -e 's/ *RealMemory=[0-9]*//' <<<"$hardware")
-  echo "NodeName=${host} Name=gpu Type=fake File=/dev/null" > /etc/slurm/gres.conf
+  printf '%s\nNodeName=%s Name=gpu Type=fake File=/dev/null\n' "$MARK" "$host" \
+    > /etc/slurm/gres.conf
   # No accounting database: job states come from squeue (profiles/slurm), which forgets a job
   # MinJobAge seconds after it ends, so keep that long. 95% of the memory slurmd measures, so
   # the node is never drained for reporting less than configured.
   cat > /etc/slurm/slurm.conf <<EOF
+${MARK}
 ClusterName=adbench-test
 SlurmctldHost=${host}(127.0.0.1)
 AuthType=auth/munge
@@ -53,7 +63,16 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 }
 
+ours() {  # by content: files written before the mark was added count too
+  grep -qs -e "^ClusterName=adbench-test$" -e "Name=gpu Type=fake File=/dev/null$" "$1"
+}
+
 start() {
+  local file
+  for file in $CONFIGS; do
+    [ ! -e "$file" ] || ours "$file" || {
+      say "$file exists and was not written by this script: not overwriting it"; exit 1; }
+  done
   for daemon in slurmctld slurmd munged; do
     command -v "$daemon" >/dev/null || [ -x "/usr/sbin/$daemon" ] || {
       say "$daemon not installed: run ./setup.sh --test (as root)"; exit 1; }
@@ -90,6 +109,9 @@ stop() {
       kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
     fi
     rm -f "$file"
+  done
+  for file in $CONFIGS; do
+    ! ours "$file" || rm -f "$file"
   done
 }
 
