@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -539,6 +540,46 @@ def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, na
     assert result.returncode != 0
     assert named in result.stdout + result.stderr
     assert not any(workdir.glob("results*"))
+
+
+def planned_measure_jobs(log: str) -> list[dict]:
+    """A dry run's timing jobs: their wildcards, resources and threads as printed."""
+    jobs = []
+    for block in log.split("\nrule measure:")[1:]:
+        fields = dict(line.strip().split(": ", 1) for line in block.split("\n\n")[0].splitlines()
+                      if ": " in line and line.startswith("    "))
+        items = lambda text: dict(kv.split("=", 1) for kv in text.split(", "))  # noqa: E731
+        jobs.append({"cell": items(fields["wildcards"]), "resources": items(fields["resources"]),
+                     "threads": int(fields.get("threads", 1))})
+    return jobs
+
+
+@pytest.mark.parametrize("attempt", [1, 2])
+@pytest.mark.parametrize("devices, threads", [(["cpu", "cuda"], [1, 2]), (["cuda"], [2])],
+                         ids=["mixed", "uniform"])
+def test_each_timing_job_asks_for_what_its_cell_needs(tmp_path, devices, threads, attempt):
+    """Threads, GPU, memory, runtime and budget per cell, from the config, whether cells
+    differ in them or not; memory, runtime and budget times the attempt on retries
+    (--attempt is the retry number Snakemake gives a job). A GPU only for cuda cells."""
+    workdir = fresh_checkout(tmp_path)
+    per_model = {"rnn_cell": {"budget_s": 150, "mem_mb": 6000}}
+    grid = {"devices": devices, "threads": threads}
+    result = snakemake(workdir, "-n", "--cores", "2", "--attempt", str(attempt), "--config",
+                       f"every_grid={json.dumps(grid)}",
+                       f"workload={{models: {json.dumps(per_model)}}}")
+    assert result.returncode == 0, result.log[-3000:]
+    jobs = planned_measure_jobs(result.log)
+    assert {(j["cell"]["device"], j["cell"]["threads"]) for j in jobs} == {
+        (d, str(t)) for d in devices for t in threads}, jobs
+    for job in jobs:
+        cell, given = job["cell"], job["resources"]
+        budget = per_model.get(cell["model"], {}).get("budget_s", 3600)
+        mem = per_model.get(cell["model"], {}).get("mem_mb", 4000)
+        assert job["threads"] == int(cell["threads"]), job
+        assert given["gpu"] == str(int(cell["device"] == "cuda")), job
+        assert float(given["budget_s"]) == budget * attempt, job
+        assert int(given["runtime"]) == (math.ceil(budget / 60) + 1) * attempt, job
+        assert int(given["mem_mb"]) == mem * attempt, job
 
 
 @pytest.mark.parametrize(

@@ -218,6 +218,15 @@ def cell_runtime_min(model, task):
     return math.ceil(cell_budget_s(model, task) / 60) + 1
 
 
+def same_for_every_cell(value_of):
+    """A job property that does not scale with the attempt (threads, the GPU request), as rule
+    measure takes it: the value itself when every cell of this config has the same, else a
+    function of the job's wildcards. Snakemake calls a function once per job (thousands in a
+    campaign, benchmarks/dryrun_cost.py) and a constant never."""
+    values = {value_of(cell) for cell in CELLS}
+    return values.pop() if len(values) == 1 else value_of
+
+
 @functools.cache
 def cell_workload(model, task):
     """Warm-up, iterations and data sizes of a (model, task): config overrides on the spec's
@@ -285,6 +294,7 @@ def current_env_problems():
 stop_on(current_env_problems())
 
 
+@functools.cache
 def env_file(env):
     return str(ROOT / "envs" / f"{env}.yaml")
 

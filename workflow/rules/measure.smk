@@ -27,7 +27,7 @@ rule measure:
         tree(spec.LOG_PATTERN),
     conda:
         cell_conda_env
-    threads: lambda wc: int(wc.threads)
+    threads: same_for_every_cell(lambda cell: int(cell.threads))
     # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
     # cluster profile sets no limit (each job is its own allocation; README, "SLURM").
     # Budget and memory are resources, not parameters: raising one re-times nothing.
@@ -38,7 +38,7 @@ rule measure:
         runtime=lambda wc, attempt: cell_runtime_min(wc.model, wc.task) * attempt,
         mem_mb=lambda wc, attempt: cell_mem_mb(wc.model, wc.task) * attempt,
         # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
-        gpu=lambda wc: int(wc.device == "cuda"),
+        gpu=same_for_every_cell(lambda cell: int(cell.device == "cuda")),
     params:
         cell=cell_arguments,
     shell:
