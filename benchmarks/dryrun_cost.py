@@ -12,7 +12,8 @@ alternate, so the machine's state is shared. The trivial workflow has one rule t
 each of as many files as the pipeline has jobs, and a target rule. A third, the same-shape
 workflow, declares what rule `measure` declares (its wildcards, outputs, log, one input file,
 conda, threads, the same resources and one params function, each a function returning a
-constant) for the same cells, and no other rule: what Snakemake charges for those
+constant where measure has a function, and the constant where the campaign's cells share
+one) for the same cells, and no other rule: what Snakemake charges for those
 declarations alone, whatever the functions do. A Snakefile with no job gives Snakemake's
 own start-up, part of every other time: a machine where it is slow (SLURM's client
 installed with a slurm.conf naming a controller that is down costs 9 s, README "SLURM")
@@ -72,13 +73,13 @@ rule measure:
         gradients="{gradients}",
     log: "{log}"
     conda: lambda wc: "envs/x.yaml"
-    threads: lambda wc: 1
+    threads: 1
     resources:
         timing_lock=1,
         budget_s=lambda wc, attempt: "60",
         runtime=lambda wc, attempt: 2,
         mem_mb=lambda wc, attempt: 4000,
-        gpu=lambda wc: 0,
+        gpu=0,
     params:
         cell=lambda wc: "--framework x",
     shell: "run_cell.py --budget-s {{resources.budget_s}} {{params.cell}} --budget-s {{resources.budget_s}} --granted-threads {{threads}} > {{log}} 2>&1"
@@ -169,7 +170,7 @@ def main(argv=None) -> int:
           f"Snakefile with {n_jobs} jobs {medians['trivial']:.1f} s: ratio "
           f"{report['ratio']:.2f} (target <= {TARGET}: "
           f"{'met' if report['within_target'] else 'NOT met'}); a Snakefile of the same shape "
-          f"(measure's declarations, functions returning constants) "
+          f"(measure's declarations, its functions returning constants) "
           f"{medians['same_shape']:.1f} s: ratio {report['same_shape_ratio']:.2f}; "
           f"Snakemake's start-up (no job) {medians['start_up']:.1f} s, in each of these")
     return 0
