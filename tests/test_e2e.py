@@ -542,14 +542,19 @@ def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, na
     assert not any(workdir.glob("results*"))
 
 
+def printed_items(text: str) -> dict:
+    """'a=1, b=x' as Snakemake prints a job's wildcards and resources."""
+    return dict(kv.split("=", 1) for kv in text.split(", "))
+
+
 def planned_measure_jobs(log: str) -> list[dict]:
     """A dry run's timing jobs: their wildcards, resources and threads as printed."""
     jobs = []
     for block in log.split("\nrule measure:")[1:]:
         fields = dict(line.strip().split(": ", 1) for line in block.split("\n\n")[0].splitlines()
                       if ": " in line and line.startswith("    "))
-        items = lambda text: dict(kv.split("=", 1) for kv in text.split(", "))  # noqa: E731
-        jobs.append({"cell": items(fields["wildcards"]), "resources": items(fields["resources"]),
+        jobs.append({"cell": printed_items(fields["wildcards"]),
+                     "resources": printed_items(fields["resources"]),
                      "threads": int(fields.get("threads", 1))})
     return jobs
 
