@@ -560,14 +560,19 @@ def planned_measure_jobs(log: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("attempt", [1, 2])
-@pytest.mark.parametrize("devices, threads", [(["cpu", "cuda"], [1, 2]), (["cuda"], [2])],
-                         ids=["mixed", "uniform"])
-def test_each_timing_job_asks_for_what_its_cell_needs(tmp_path, devices, threads, attempt):
+@pytest.mark.parametrize(
+    "devices, threads, per_model",
+    [(["cpu", "cuda"], [1, 2], {"rnn_cell": {"budget_s": 150, "mem_mb": 6000}}),
+     (["cuda"], [2], {})],
+    ids=["mixed", "uniform"])
+def test_each_timing_job_asks_for_what_its_cell_needs(tmp_path, devices, threads, per_model,
+                                                      attempt):
     """Threads, GPU, memory, runtime and budget per cell, from the config, whether cells
-    differ in them or not; memory, runtime and budget times the attempt on retries
-    (--attempt is the retry number Snakemake gives a job). A GPU only for cuda cells."""
+    differ in them or not (a function per job, or one value); memory and runtime times the
+    attempt on retries (--attempt is the retry number Snakemake gives a job), the budget not:
+    a retry gets more from the scheduler, the experiment stays the same. A GPU only for cuda
+    cells."""
     workdir = fresh_checkout(tmp_path)
-    per_model = {"rnn_cell": {"budget_s": 150, "mem_mb": 6000}}
     grid = {"devices": devices, "threads": threads}
     result = snakemake(workdir, "-n", "--cores", "2", "--attempt", str(attempt), "--config",
                        f"every_grid={json.dumps(grid)}",
@@ -582,7 +587,7 @@ def test_each_timing_job_asks_for_what_its_cell_needs(tmp_path, devices, threads
         mem = per_model.get(cell["model"], {}).get("mem_mb", 4000)
         assert job["threads"] == int(cell["threads"]), job
         assert given["gpu"] == str(int(cell["device"] == "cuda")), job
-        assert float(given["budget_s"]) == budget * attempt, job
+        assert float(given["budget_s"]) == budget, job
         assert int(given["runtime"]) == (math.ceil(budget / 60) + 1) * attempt, job
         assert int(given["mem_mb"]) == mem * attempt, job
 

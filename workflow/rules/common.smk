@@ -3,6 +3,7 @@
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 
+import snakemake.common
 import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
@@ -218,13 +220,24 @@ def cell_runtime_min(model, task):
     return math.ceil(cell_budget_s(model, task) / 60) + 1
 
 
+def called_per_job(function):
+    """`function` with its parameters worked out once. Snakemake calls a rule's functions once
+    per job (thousands in a campaign, benchmarks/dryrun_cost.py) and each time reads their
+    parameters with inspect.signature, a third of the call's cost, unless the function
+    carries them (snakemake.common's FUNC_OVERWRITE_PARAMS_ATTR; without it, as before)."""
+    attr = getattr(snakemake.common, "FUNC_OVERWRITE_PARAMS_ATTR", None)
+    if attr:
+        setattr(function, attr, inspect.signature(function).parameters)
+    return function
+
+
 def same_for_every_cell(value_of):
-    """A job property that does not scale with the attempt (threads, the GPU request), as rule
-    measure takes it: the value itself when every cell of this config has the same, else a
-    function of the job's wildcards. Snakemake calls a function once per job (thousands in a
-    campaign, benchmarks/dryrun_cost.py) and a constant never."""
+    """A timing job's property that does not scale with the attempt (threads, the GPU
+    request, the budget): the value itself when every cell of this config has the same,
+    else a function of the job's wildcards (Snakemake calls a function once per job and a
+    constant never)."""
     values = {value_of(cell) for cell in CELLS}
-    return values.pop() if len(values) == 1 else value_of
+    return values.pop() if len(values) == 1 else called_per_job(value_of)
 
 
 @functools.cache
@@ -393,6 +406,7 @@ def write_harness(wildcards, input, path, log):
     Path(log).write_text(f"{path}: {len(code_files)} code files, receipts {receipts}\n")
 
 
+@called_per_job
 def cell_conda_env(wildcards):
     return env_file(framework_env(wildcards))
 
@@ -404,6 +418,7 @@ def framework_command(framework, device):
     return f"{receipt_args(env)} -- {env_python(env)} {MEASURE_SCRIPT}"
 
 
+@called_per_job
 def cell_arguments(wildcards):
     """run_cell.py's arguments for a cell but its budget and granted threads (resources:
     changing one re-times nothing). Everything here is a params value: a change re-times the

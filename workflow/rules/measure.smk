@@ -19,7 +19,8 @@ rule harness:
 
 rule measure:
     input:
-        HARNESS_FILE,
+        # Named by its rule: Snakemake finds the job making it without a search per cell.
+        rules.harness.output[0],
     output:
         raw=tree(spec.RAW_PATTERN),
         gradients=tree(spec.GRADIENT_PATTERN),
@@ -31,12 +32,14 @@ rule measure:
     # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
     # cluster profile sets no limit (each job is its own allocation; README, "SLURM").
     # Budget and memory are resources, not parameters: raising one re-times nothing.
+    # A retry (--retries) asks the scheduler for more memory and time; the budget, part of
+    # the experiment, stays what the config says.
     resources:
         timing_lock=1,
         # A string: Snakemake's numeric resources are integers, a budget may be 0.5 s.
-        budget_s=lambda wc, attempt: f"{cell_budget_s(wc.model, wc.task) * attempt:g}",
-        runtime=lambda wc, attempt: cell_runtime_min(wc.model, wc.task) * attempt,
-        mem_mb=lambda wc, attempt: cell_mem_mb(wc.model, wc.task) * attempt,
+        budget_s=same_for_every_cell(lambda cell: f"{cell_budget_s(cell.model, cell.task):g}"),
+        runtime=called_per_job(lambda wc, attempt: cell_runtime_min(wc.model, wc.task) * attempt),
+        mem_mb=called_per_job(lambda wc, attempt: cell_mem_mb(wc.model, wc.task) * attempt),
         # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
         gpu=same_for_every_cell(lambda cell: int(cell.device == "cuda")),
     params:
