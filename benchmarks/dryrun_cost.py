@@ -14,7 +14,9 @@ workflow, declares what rule `measure` declares (its wildcards, outputs, log, on
 conda, threads, the same resources and one params function, each a function returning a
 constant where measure has a function, and the constant where the campaign's cells share
 one) for the same cells, and no other rule: what Snakemake charges for those
-declarations alone, whatever the functions do. A Snakefile with no job gives Snakemake's
+declarations alone, whatever the functions do. A fourth, the floor, has the least a timing
+job can declare and still keep the contracts (FLOOR_SNAKEFILE): no pipeline can plan its
+timing jobs for less than that. A Snakefile with no job gives Snakemake's
 own start-up, part of every other time: a machine where it is slow (SLURM's client
 installed with a slurm.conf naming a controller that is down costs 9 s, README "SLURM")
 shows a ratio closer to 1 than the planning deserves. Prints the median wall time of each
@@ -76,13 +78,46 @@ rule measure:
     threads: 1
     resources:
         timing_lock=1,
-        budget_s=lambda wc, attempt: "60",
+        budget_s="60",
         runtime=lambda wc, attempt: 2,
         mem_mb=lambda wc, attempt: 4000,
         gpu=0,
     params:
         cell=lambda wc: "--framework x",
     shell: "run_cell.py --budget-s {{resources.budget_s}} {{params.cell}} --budget-s {{resources.budget_s}} --granted-threads {{threads}} > {{log}} 2>&1"
+
+rule harness:
+    output: "harness/{{device}}/{{framework}}.json"
+    shell: "touch {{output}}"
+"""
+
+
+# The least a timing job can declare and still do what the contracts ask: its cell's
+# wildcards, the raw and gradient files, the log, the harness as input, the environment as a
+# path pattern (no function), memory and runtime as functions of the attempt (scaled on
+# retries), every other resource a constant and no params (the shell line takes the cell from
+# the wildcards). What Snakemake charges for such a job, whatever the pipeline does.
+FLOOR_SNAKEFILE = """\
+CELLS = {cells!r}
+
+rule all:
+    input: CELLS
+
+rule measure:
+    input: "harness/{{device}}/{{framework}}.json"
+    output:
+        raw="{raw}",
+        gradients="{gradients}",
+    log: "{log}"
+    conda: "envs/{{framework}}.yaml"
+    threads: 1
+    resources:
+        timing_lock=1,
+        budget_s="60",
+        runtime=lambda wc, attempt: 2 * attempt,
+        mem_mb=lambda wc, attempt: 4000 * attempt,
+        gpu=0,
+    shell: "run_cell.py --budget-s {{resources.budget_s}} --framework {{wildcards.framework}} --mode {{wildcards.mode}} --model {{wildcards.model}} --task {{wildcards.task}} --device {{wildcards.device}} --threads {{wildcards.threads}} --seed {{wildcards.seed}} --out {{output.raw}} --gradients {{output.gradients}} > {{log}} 2>&1"
 
 rule harness:
     output: "harness/{{device}}/{{framework}}.json"
@@ -132,9 +167,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "dryrun_cost.json"))
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="adbench-dryrun-") as tmp:
-        pipeline, trivial, shape, empty = (
-            Path(tmp, name) for name in ("pipeline", "trivial", "shape", "empty"))
-        for folder in (pipeline, trivial, shape, empty):
+        pipeline, trivial, shape, floor, empty = (
+            Path(tmp, name) for name in ("pipeline", "trivial", "shape", "floor", "empty"))
+        for folder in (pipeline, trivial, shape, floor, empty):
             folder.mkdir()
         (empty / "Snakefile").write_text(EMPTY_SNAKEFILE)
         fresh_copy(pipeline, cold=True)
@@ -142,26 +177,35 @@ def main(argv=None) -> int:
         (pipeline / "campaign.yaml").write_text(yaml.safe_dump(config))
         cells = list(spec.expand_grid({**config["grid"][0], "devices": ["cpu"], "threads": [1]}))
         n_cells = len(cells)
-        (shape / "Snakefile").write_text(SHAPE_SNAKEFILE.format(
-            cells=[c.raw_path for c in cells], raw=spec.RAW_PATTERN,
-            gradients=spec.GRADIENT_PATTERN, log=spec.LOG_PATTERN))
+        for folder, snakefile in ((shape, SHAPE_SNAKEFILE), (floor, FLOOR_SNAKEFILE)):
+            (folder / "Snakefile").write_text(snakefile.format(
+                cells=[c.raw_path for c in cells], raw=spec.RAW_PATTERN,
+                gradients=spec.GRADIENT_PATTERN, log=spec.LOG_PATTERN))
+        (floor / "envs").mkdir()
+        for framework in spec.STUDY_FRAMEWORKS:
+            (floor / "envs" / f"{framework}.yaml").write_text("dependencies: []\n")
         log(f"pipeline: {n_cells} cells; first dry run (counts the jobs)")
         _, output = dry_run(pipeline, ["--configfile", "campaign.yaml"])
         n_jobs = job_count(output)
         (trivial / "Snakefile").write_text(TRIVIAL_SNAKEFILE.format(n=n_jobs - 1))
-        times: dict[str, list[float]] = {"pipeline": [], "trivial": [], "same_shape": [],
-                                         "start_up": []}
+        runs = {"pipeline": (pipeline, ["--configfile", "campaign.yaml"]),
+                "trivial": (trivial, []), "same_shape": (shape, []), "floor": (floor, []),
+                "start_up": (empty, [])}
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        planned: dict[str, int] = {}
         for repeat in range(args.repeats):
-            times["pipeline"].append(dry_run(pipeline, ["--configfile", "campaign.yaml"])[0])
-            times["trivial"].append(dry_run(trivial, [])[0])
-            times["same_shape"].append(dry_run(shape, [])[0])
-            times["start_up"].append(dry_run(empty, [])[0])
+            for name, (folder, extra) in runs.items():
+                elapsed, output = dry_run(folder, extra)
+                times[name].append(elapsed)
+                planned[name] = job_count(output) if name != "start_up" else 0
             log(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
                 f"{name} {values[-1]:.1f} s" for name, values in times.items()))
     medians = {k: statistics.median(v) for k, v in times.items()}
-    report = {"cells": n_cells, "jobs": n_jobs, "repeats": args.repeats, "times_s": times,
+    report = {"cells": n_cells, "jobs": n_jobs, "jobs_planned": planned,
+              "repeats": args.repeats, "times_s": times,
               "median_s": medians, "ratio": medians["pipeline"] / medians["trivial"],
               "same_shape_ratio": medians["same_shape"] / medians["trivial"],
+              "floor_ratio": medians["floor"] / medians["trivial"],
               "target": TARGET}
     report["within_target"] = report["ratio"] <= TARGET
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -171,7 +215,9 @@ def main(argv=None) -> int:
           f"{report['ratio']:.2f} (target <= {TARGET}: "
           f"{'met' if report['within_target'] else 'NOT met'}); a Snakefile of the same shape "
           f"(measure's declarations, its functions returning constants) "
-          f"{medians['same_shape']:.1f} s: ratio {report['same_shape_ratio']:.2f}; "
+          f"{medians['same_shape']:.1f} s: ratio {report['same_shape_ratio']:.2f}; the least a "
+          f"timing job can declare (FLOOR_SNAKEFILE) {medians['floor']:.1f} s: ratio "
+          f"{report['floor_ratio']:.2f}; "
           f"Snakemake's start-up (no job) {medians['start_up']:.1f} s, in each of these")
     return 0
 

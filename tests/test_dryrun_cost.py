@@ -1,0 +1,35 @@
+"""benchmarks/dryrun_cost.py on a small grid: what it compares plans the same jobs.
+
+Its times are the benchmark's business (README, "Planning a campaign"); here only that each
+Snakefile it times plans what it says: the pipeline the grid's cells, the trivial one as many
+jobs, the same-shape and floor Snakefiles one timing job per cell (plus a harness per
+framework and the target).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import dryrun_cost  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+
+def test_each_snakefile_compared_plans_the_grids_jobs(tmp_path):
+    out = tmp_path / "dryrun_cost.json"
+    assert dryrun_cost.main(["--seeds", "1", "--repeats", "1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    cells, planned = report["cells"], report["jobs_planned"]
+    assert cells == 336  # every mode of the study's frameworks x models x tasks, one seed
+    assert planned["pipeline"] == report["jobs"] > cells
+    assert planned["trivial"] == report["jobs"]
+    harnesses = len(dryrun_cost.spec.STUDY_FRAMEWORKS)
+    assert planned["same_shape"] == planned["floor"] == cells + harnesses + 1
+    for name in ("ratio", "same_shape_ratio", "floor_ratio"):
+        assert report[name] > 0, name
+    assert report["within_target"] == (report["ratio"] <= dryrun_cost.TARGET)
