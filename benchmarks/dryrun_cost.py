@@ -62,7 +62,8 @@ rule all:
     input: []
 """
 
-SHAPE_SNAKEFILE = """\
+# The cells as targets, and a timing rule's files: what every Snakefile below shares.
+CELL_FILES = """\
 CELLS = {cells!r}
 
 rule all:
@@ -74,6 +75,15 @@ rule measure:
         raw="{raw}",
         gradients="{gradients}",
     log: "{log}"
+"""
+
+HARNESS_RULE = """
+rule harness:
+    output: "harness/{{device}}/{{framework}}.json"
+    shell: "touch {{output}}"
+"""
+
+SHAPE_SNAKEFILE = CELL_FILES + """\
     conda: lambda wc: "envs/x.yaml"
     threads: 1
     resources:
@@ -85,30 +95,14 @@ rule measure:
     params:
         cell=lambda wc: "--framework x",
     shell: "run_cell.py --budget-s {{resources.budget_s}} {{params.cell}} --budget-s {{resources.budget_s}} --granted-threads {{threads}} > {{log}} 2>&1"
-
-rule harness:
-    output: "harness/{{device}}/{{framework}}.json"
-    shell: "touch {{output}}"
-"""
-
+""" + HARNESS_RULE
 
 # The least a timing job can declare and still do what the contracts ask: its cell's
 # wildcards, the raw and gradient files, the log, the harness as input, the environment as a
 # path pattern (no function), memory and runtime as functions of the attempt (scaled on
 # retries), every other resource a constant and no params (the shell line takes the cell from
 # the wildcards). What Snakemake charges for such a job, whatever the pipeline does.
-FLOOR_SNAKEFILE = """\
-CELLS = {cells!r}
-
-rule all:
-    input: CELLS
-
-rule measure:
-    input: "harness/{{device}}/{{framework}}.json"
-    output:
-        raw="{raw}",
-        gradients="{gradients}",
-    log: "{log}"
+FLOOR_SNAKEFILE = CELL_FILES + """\
     conda: "envs/{{framework}}.yaml"
     threads: 1
     resources:
@@ -118,11 +112,7 @@ rule measure:
         mem_mb=lambda wc, attempt: 4000 * attempt,
         gpu=0,
     shell: "run_cell.py --budget-s {{resources.budget_s}} --framework {{wildcards.framework}} --mode {{wildcards.mode}} --model {{wildcards.model}} --task {{wildcards.task}} --device {{wildcards.device}} --threads {{wildcards.threads}} --seed {{wildcards.seed}} --out {{output.raw}} --gradients {{output.gradients}} > {{log}} 2>&1"
-
-rule harness:
-    output: "harness/{{device}}/{{framework}}.json"
-    shell: "touch {{output}}"
-"""
+""" + HARNESS_RULE
 
 
 def campaign_config(seeds: int) -> dict:
