@@ -81,6 +81,12 @@ def test_every_output_is_produced(run):
             assert (run / OUT / f"figures/{name}.{ext}").stat().st_size > 0
     assert (run / OUT / "checks/gradients.csv").is_file()
     assert (run / OUT / "paper/paper.pdf").read_bytes()[:4] == b"%PDF"
+    # What the analysis read: every cell's file, listed (no program's command line holds a
+    # campaign's).
+    assert (run / OUT / "aggregate/raw_files.txt").read_text().split("\n")[:-1] == [
+        f"{OUT}/{cell.raw_path}" for cell in tiny_cells()]
+    assert (run / OUT / "checks/gradient_files.txt").read_text().split("\n")[:-1] == [
+        f"{OUT}/{cell.gradient_path}" for cell in tiny_cells()]
 
 
 def test_statistics_and_verdicts_come_from_the_runs_data(run):
@@ -617,6 +623,34 @@ def test_command_line_overrides_are_read_by_the_schema(tmp_path):
     assert result.returncode == 0, result.log[-3000:]
     assert "seed=2" in result.log and not re.search(r"seed=1\b", result.log)
     assert "--iterations 7 " in result.log
+
+
+def shell_commands(log: str) -> dict[str, list[str]]:
+    """Each rule's shell commands in a dry run's log (the profile prints them)."""
+    commands, rule = {}, None
+    for line in log.splitlines():
+        if found := re.match(r"(?:local)?rule (\w+):", line):
+            rule = found.group(1)
+        elif line.startswith("Shell command: ") and rule:
+            commands.setdefault(rule, []).append(line.removeprefix("Shell command: "))
+    return commands
+
+
+def test_the_analysis_reads_every_cell_from_a_list_not_from_its_command_line(tmp_path):
+    """A program's command line holds 2 MB (execve: "Argument list too long"), 25,000 cells'
+    paths at 75 bytes each: the shell's own printf (no program, no limit) writes the paths to
+    a list the program reads (@FILE)."""
+    workdir = fresh_checkout(tmp_path)
+    result = snakemake(workdir, "-n", "--cores", "2")
+    assert result.returncode == 0, result.log[-3000:]
+    commands = shell_commands(result.log)
+    for rule, path_of in (("aggregate", "raw_path"), ("check_gradients", "gradient_path")):
+        [command] = commands[rule]
+        listing, program = command.split(" && ", 1)
+        assert listing.startswith("printf '%s\\n' "), command
+        for cell in tiny_cells():
+            path = f"{OUT}/{getattr(cell, path_of)}"
+            assert path in listing.split() and path not in program, (rule, path)
 
 
 def test_lint_and_format_are_clean():

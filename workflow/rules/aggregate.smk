@@ -15,6 +15,7 @@ rule aggregate:
         bootstrap=tree("aggregate/bootstrap.parquet"),
         first=tree("aggregate/first_iterations.csv"),
         environment=tree("aggregate/environment.json"),
+        raw_files=tree("aggregate/raw_files.txt"),
     log:
         tree("logs/aggregate.log"),
     conda:
@@ -30,9 +31,12 @@ rule aggregate:
                 "statistics": config["statistics"],
             }
         ),
+    # Every cell's file goes through a list (printf is the shell's own, not a program): a
+    # program's command line holds 2 MB, a campaign's paths 75 bytes each.
     shell:
+        "printf '%s\\n' {input.raw:q} > {output.raw_files} && "
         "{params.python} {input.code[0]} --settings {params.settings:q} "
-        "--outdir {params.outdir} {input.raw} > {log} 2>&1"
+        "--outdir {params.outdir} @{output.raw_files} > {log} 2>&1"
 
 
 rule check_gradients:
@@ -44,6 +48,7 @@ rule check_gradients:
     output:
         csv=tree("checks/gradients.csv"),
         md=tree("checks/gradients.md"),
+        gradient_files=tree("checks/gradient_files.txt"),
     log:
         tree("logs/check_gradients.log"),
     conda:
@@ -52,8 +57,9 @@ rule check_gradients:
         python=env_python(spec.ANALYSIS_ENV),
         tolerances=tolerance_args(),
     shell:
+        "printf '%s\\n' {input.gradients:q} > {output.gradient_files} && "
         "{params.python} {input.code[0]} {params.tolerances} --csv {output.csv} "
-        "--md {output.md} --references {input.references} --cells {input.gradients} "
+        "--md {output.md} --references {input.references} --cells @{output.gradient_files} "
         "2>&1 | tee {log}"
 
 

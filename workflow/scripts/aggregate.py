@@ -130,8 +130,9 @@ def environment(cells: pd.DataFrame, settings: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("raw", nargs="+")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                fromfile_prefix_chars="@")
+    p.add_argument("raw", nargs="+", help="raw files, or @FILE with one per line")
     p.add_argument("--outdir", required=True)
     p.add_argument("--settings", required=True,
                    help="JSON: grid, workload, gradient_check, statistics")

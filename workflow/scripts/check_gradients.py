@@ -85,8 +85,10 @@ def compare(cells: pd.DataFrame, references: dict, tolerances: dict,
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cells", nargs="+", required=True)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                fromfile_prefix_chars="@")
+    p.add_argument("--cells", nargs="+", required=True,
+                   help="cells' derivative files, or @FILE with one per line")
     p.add_argument("--references", nargs="+", required=True)
     p.add_argument("--tolerance", type=float, required=True)
     p.add_argument("--model-tolerance", action="append", default=[], metavar="MODEL=TOL")
