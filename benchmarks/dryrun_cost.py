@@ -15,8 +15,8 @@ conda, threads, the same resources and one params function, each a function retu
 constant where measure has a function, and the constant where the campaign's cells share
 one) for the same cells, and no other rule: what Snakemake charges for those
 declarations alone, whatever the functions do. A fourth, the floor, has the least a timing
-job can declare and still keep the contracts (FLOOR_SNAKEFILE): no pipeline can plan its
-timing jobs for less than that. A Snakefile with no job gives Snakemake's
+job can declare and still keep the contracts (FLOOR_SNAKEFILE): a pipeline that keeps them
+cannot plan its timing jobs for less. A Snakefile with no job gives Snakemake's
 own start-up, part of every other time: a machine where it is slow (SLURM's client
 installed with a slurm.conf naming a controller that is down costs 9 s, README "SLURM")
 shows a ratio closer to 1 than the planning deserves. Prints the median wall time of each
@@ -62,25 +62,24 @@ rule all:
     input: []
 """
 
-# The cells as targets, and a timing rule's files: what every Snakefile below shares.
+# The cells as targets, the harness and a timing rule's files (its input named by its rule,
+# as measure's is): what the Snakefiles below share.
 CELL_FILES = """\
 CELLS = {cells!r}
 
 rule all:
     input: CELLS
 
+rule harness:
+    output: "harness/{{device}}/{{framework}}.json"
+    shell: "touch {{output}}"
+
 rule measure:
-    input: "harness/{{device}}/{{framework}}.json"
+    input: rules.harness.output[0]
     output:
         raw="{raw}",
         gradients="{gradients}",
     log: "{log}"
-"""
-
-HARNESS_RULE = """
-rule harness:
-    output: "harness/{{device}}/{{framework}}.json"
-    shell: "touch {{output}}"
 """
 
 SHAPE_SNAKEFILE = CELL_FILES + """\
@@ -95,7 +94,7 @@ SHAPE_SNAKEFILE = CELL_FILES + """\
     params:
         cell=lambda wc: "--framework x",
     shell: "run_cell.py --budget-s {{resources.budget_s}} {{params.cell}} --budget-s {{resources.budget_s}} --granted-threads {{threads}} > {{log}} 2>&1"
-""" + HARNESS_RULE
+"""
 
 # The least a timing job can declare and still do what the contracts ask: its cell's
 # wildcards, the raw and gradient files, the log, the harness as input, the environment as a
@@ -112,7 +111,7 @@ FLOOR_SNAKEFILE = CELL_FILES + """\
         mem_mb=lambda wc, attempt: 4000 * attempt,
         gpu=0,
     shell: "run_cell.py --budget-s {{resources.budget_s}} --framework {{wildcards.framework}} --mode {{wildcards.mode}} --model {{wildcards.model}} --task {{wildcards.task}} --device {{wildcards.device}} --threads {{wildcards.threads}} --seed {{wildcards.seed}} --out {{output.raw}} --gradients {{output.gradients}} > {{log}} 2>&1"
-""" + HARNESS_RULE
+"""
 
 
 def campaign_config(seeds: int) -> dict:
