@@ -186,7 +186,8 @@ def main(argv=None) -> int:
             for name, (folder, extra) in runs.items():
                 elapsed, output = dry_run(folder, extra)
                 times[name].append(elapsed)
-                planned[name] = job_count(output) if name != "start_up" else 0
+                if name != "start_up":  # plans no job: no job stats to read
+                    planned[name] = job_count(output)
             log(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
                 f"{name} {values[-1]:.1f} s" for name, values in times.items()))
     medians = {k: statistics.median(v) for k, v in times.items()}

@@ -56,6 +56,7 @@ rule check_gradients:
     params:
         python=env_python(spec.ANALYSIS_ENV),
         tolerances=tolerance_args(),
+    # The cells' files through a list, as in rule aggregate.
     shell:
         "printf '%s\\n' {input.gradients:q} > {output.gradient_files} && "
         "{params.python} {input.code[0]} {params.tolerances} --csv {output.csv} "
