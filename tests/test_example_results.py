@@ -1,0 +1,87 @@
+"""The committed GPU results (example-results/cuda-h100, measured on a lent H100): their
+config names exactly the files there, each file records the GPU it ran on, and the paper
+builds from them by the command their README gives, measuring nothing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from adbench import schema, spec
+from test_e2e import GRID_DEFAULTS, REPO, fresh_checkout
+
+EXAMPLE = "example-results/cuda-h100"
+
+
+def example_dir():
+    return REPO / EXAMPLE
+
+
+def example_cells() -> list[spec.Cell]:
+    config = yaml.safe_load((example_dir() / "config.yaml").read_text())
+    return list(dict.fromkeys(c for g in config["grid"]
+                              for c in spec.expand_grid({**GRID_DEFAULTS, **g})))
+
+
+def test_the_example_config_names_exactly_the_committed_cells():
+    tree = example_dir()
+    assert yaml.safe_load((tree / "config.yaml").read_text())["results"] == EXAMPLE
+    committed = {str(p.relative_to(tree)) for p in (tree / "raw").rglob("*.parquet")}
+    assert committed == {c.raw_path for c in example_cells()}
+    for cell in example_cells():
+        assert (tree / cell.gradient_path).is_file() and (tree / cell.log_path).is_file()
+
+
+def test_every_example_cell_records_the_gpu_it_ran_on():
+    for cell in example_cells():
+        info = schema.read_provenance(example_dir() / cell.raw_path)
+        assert info["cell"]["device"] == "cuda" and info["device_name"].startswith("NVIDIA H100")
+        gpu = info["gpu"]
+        assert gpu["name"] == info["device_name"] and gpu["driver_version"]
+        assert gpu["cuda_version"] and gpu["cudnn_version"] and gpu["total_memory_bytes"] > 0
+        if info["status"] == "ok":
+            assert info["peak_device_memory_bytes"] > 0
+
+
+def rebuild_command() -> list[str]:
+    """The README's rebuild command, in this Python (the test suite's has torch) rather than
+    the venvs it names: building them would add minutes and test nothing new here."""
+    text = (example_dir() / "README.md").read_text()
+    (line,) = [ln.strip() for ln in text.splitlines()
+               if ln.strip().startswith("snakemake --cores 8 --configfile")]
+    assert "environments=venv" in line
+    return [sys.executable, "-m", *line.replace("environments=venv", "environments=current")
+            .split()]
+
+
+@pytest.mark.e2e
+def test_the_paper_builds_from_the_example_without_measuring(tmp_path):
+    if shutil.which("pdftotext") is None:
+        pytest.fail("pdftotext is missing: ./setup.sh --test installs it")
+    workdir = fresh_checkout(tmp_path / "checkout")
+    tree = workdir / EXAMPLE
+    committed = {p: p.read_bytes() for p in (tree / "raw").rglob("*.parquet")}
+    done = subprocess.run(rebuild_command(), cwd=workdir, capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert "rule measure" not in done.stdout + done.stderr
+    assert {p: p.read_bytes() for p in (tree / "raw").rglob("*.parquet")} == committed
+
+    checks = pd.read_csv(tree / "checks/gradients.csv")
+    ok = checks[checks["status"] == "ok"]
+    assert len(ok) == 29 and ok["passed"].all()
+    failed = checks[checks["status"] != "ok"]
+    assert set(failed["model"]) == {"lstm"}  # cuDNN's refusals, kept as they failed
+    table1 = pd.read_csv(tree / "tables/table1_eager.csv")
+    assert (table1["device"] == "cuda").all() and table1["mean"].gt(0).all()
+
+    pdf = tree / "paper/paper.pdf"
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert re.search(r"cuda\s*\(NVIDIA\s+H100", text)
