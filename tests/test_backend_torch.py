@@ -39,7 +39,7 @@ def test_the_rnn_layers_cudnn_needs_in_train_mode_compute_what_eval_mode_compute
     assert "train mode" not in tb.inference_mode(net, "cpu")
 
 
-@pytest.mark.parametrize("mode", ["eager", "script", "trace", "compile"])
+@pytest.mark.parametrize("mode", list(spec.FRAMEWORKS["torch"].modes))
 def test_jacrev_over_cudnns_lstm_is_refused_with_its_reason(mode):
     """The error jacrev raised over cuDNN's LSTM on the H100 makes the cell unsupported, with
     PyTorch's issue named; the same error from another model still fails the cell."""

@@ -14,23 +14,18 @@ import pytest
 import yaml
 
 from adbench import schema, spec
-from test_e2e import GRID_DEFAULTS, REPO, fresh_checkout
+from test_e2e import REPO, config_cells, fresh_checkout
 
 EXAMPLE = "example-results/cuda-h100"
-
-
-def example_dir():
-    return REPO / EXAMPLE
+EXAMPLE_DIR = REPO / EXAMPLE
 
 
 def example_cells() -> list[spec.Cell]:
-    config = yaml.safe_load((example_dir() / "config.yaml").read_text())
-    return list(dict.fromkeys(c for g in config["grid"]
-                              for c in spec.expand_grid({**GRID_DEFAULTS, **g})))
+    return config_cells(yaml.safe_load((EXAMPLE_DIR / "config.yaml").read_text()))
 
 
 def test_the_example_config_names_exactly_the_committed_cells():
-    tree = example_dir()
+    tree = EXAMPLE_DIR
     assert yaml.safe_load((tree / "config.yaml").read_text())["results"] == EXAMPLE
     committed = {str(p.relative_to(tree)) for p in (tree / "raw").rglob("*.parquet")}
     assert committed == {c.raw_path for c in example_cells()}
@@ -40,7 +35,7 @@ def test_the_example_config_names_exactly_the_committed_cells():
 
 def test_every_example_cell_records_the_gpu_it_ran_on():
     for cell in example_cells():
-        info = schema.read_provenance(example_dir() / cell.raw_path)
+        info = schema.read_provenance(EXAMPLE_DIR / cell.raw_path)
         assert info["cell"]["device"] == "cuda" and info["device_name"].startswith("NVIDIA H100")
         gpu = info["gpu"]
         assert gpu["name"] == info["device_name"] and gpu["driver_version"]
@@ -52,7 +47,7 @@ def test_every_example_cell_records_the_gpu_it_ran_on():
 def rebuild_command() -> list[str]:
     """The README's rebuild command, in this Python (the test suite's has torch) rather than
     the venvs it names: building them would add minutes and test nothing new here."""
-    text = (example_dir() / "README.md").read_text()
+    text = (EXAMPLE_DIR / "README.md").read_text()
     (line,) = [ln.strip() for ln in text.splitlines()
                if ln.strip().startswith("snakemake --cores 8 --configfile")]
     assert "environments=venv" in line

@@ -518,7 +518,7 @@ KNOWN_FAILURES = (
                  "once the profiling runs are over", models=("rnn_cell",)),
     # cuDNN's LSTM kernel has no functorch support: vmap reaches its storage (seen on an
     # H100 with torch 2.11, in compile mode; PyTorch issue #110422, open).
-    KnownFailure(("eager", "script", "trace", "compile"), "jacobian_vectorized",
+    KnownFailure(tuple(spec.FRAMEWORKS["torch"].modes), "jacobian_vectorized",
                  "NotImplementedError", r"Cannot access storage of TensorWrapper",
                  "torch.func.jacrev (vmap) cannot transform cuDNN's LSTM kernel on CUDA "
                  "(PyTorch issue #110422)", models=("lstm",)),
