@@ -145,6 +145,16 @@ def job_count(dry_run_output: str) -> int:
     return int(found.group(1))
 
 
+def timing_job_resources(dry_run_output: str) -> list[str]:
+    """The resource names of the first timing job (rule measure) a dry run prints: the
+    same-shape and floor Snakefiles must declare what the pipeline's timing jobs declare."""
+    found = re.search(r"^rule measure:\n(?:    .*\n)*?    resources: (.*)$", dry_run_output,
+                      re.MULTILINE)
+    if not found:
+        raise SystemExit("dryrun_cost: no timing job's resources in the dry run's output")
+    return sorted(item.split("=", 1)[0] for item in found.group(1).split(", "))
+
+
 def log(message: str) -> None:
     print(f"[dryrun_cost {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -182,16 +192,20 @@ def main(argv=None) -> int:
                 "start_up": (empty, [])}
         times: dict[str, list[float]] = {name: [] for name in runs}
         planned: dict[str, int] = {}
+        resources: dict[str, list[str]] = {}
         for repeat in range(args.repeats):
             for name, (folder, extra) in runs.items():
                 elapsed, output = dry_run(folder, extra)
                 times[name].append(elapsed)
                 if name != "start_up":  # plans no job: no job stats to read
                     planned[name] = job_count(output)
+                if name in ("pipeline", "same_shape", "floor"):
+                    resources[name] = timing_job_resources(output)
             log(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
                 f"{name} {values[-1]:.1f} s" for name, values in times.items()))
     medians = {k: statistics.median(v) for k, v in times.items()}
     report = {"cells": n_cells, "jobs": n_jobs, "jobs_planned": planned,
+              "timing_job_resources": resources,
               "repeats": args.repeats, "times_s": times,
               "median_s": medians, "ratio": medians["pipeline"] / medians["trivial"],
               "same_shape_ratio": medians["same_shape"] / medians["trivial"],

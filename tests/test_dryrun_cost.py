@@ -3,7 +3,7 @@
 Its times are the benchmark's business (README, "What the pipeline costs"); here only that each
 Snakefile it times plans what it says: the pipeline the grid's cells, the trivial one as many
 jobs, the same-shape and floor Snakefiles one timing job per cell (plus a harness per
-framework and the target).
+framework and the target), each timing job with the pipeline's resources.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ def test_each_snakefile_compared_plans_the_grids_jobs(tmp_path):
     assert planned["trivial"] == report["jobs"]
     harnesses = len(dryrun_cost.spec.STUDY_FRAMEWORKS)
     assert planned["same_shape"] == planned["floor"] == cells + harnesses + 1
+    # The compared timing jobs declare the pipeline's resources (their lists are written by
+    # hand in dryrun_cost.py: a resource added to rule measure fails this until they follow).
+    resources = report["timing_job_resources"]
+    assert "runtime" in resources["pipeline"]
+    assert resources["same_shape"] == resources["floor"] == resources["pipeline"]
     for name in ("ratio", "same_shape_ratio", "floor_ratio"):
         assert report[name] > 0, name
     assert report["within_target"] == (report["ratio"] <= dryrun_cost.TARGET)
