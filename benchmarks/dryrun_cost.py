@@ -4,6 +4,7 @@ Snakefile with the same number of jobs, measured in one run.
 
     python3 benchmarks/dryrun_cost.py                 # 10,000+ cells, 3 repeats each
     python3 benchmarks/dryrun_cost.py --seeds 3 --repeats 1   # a quick look
+    python3 benchmarks/dryrun_cost.py --profile results/benchmarks/dryrun_profile  # and why
 
 The grid is every (framework, mode) of the study's two frameworks x every model x every task
 x `--seeds` seeds (336 cells per seed; 30 seeds give 10,080). The dry runs start in a fresh
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
 import re
 import statistics
 import subprocess
@@ -155,6 +157,46 @@ def timing_job_resources(dry_run_output: str) -> list[str]:
     return sorted(item.split("=", 1)[0] for item in found.group(1).split(", "))
 
 
+# Where a dry run's time goes, by Snakemake's own functions (file, name: stable across its
+# releases where line numbers are not). Under cProfile: the seconds are inflated and noisy,
+# the call counts exact, which is what attributes a difference on a shared machine.
+PHASES = {  # phase: (its depth in the table, file, function)
+    "build the DAG": (0, "snakemake/workflow.py", "_build_dag"),
+    "find the job making each input": (1, "snakemake/dag.py", "file2jobs"),
+    "conda envs (expanded whatever --sdm)": (1, "snakemake/dag.py", "update_conda_envs"),
+    "print the jobs": (0, "snakemake/jobs.py", "log_info"),
+    "resources": (1, "snakemake/rules.py", "expand_resources"),
+    "shell commands": (1, "snakemake/jobs.py", "shellcmd"),
+    "the rules' functions, called": (0, "snakemake/rules.py", "apply_input_function"),
+}
+
+
+def profiled_dry_run(workdir: Path, args: list[str], out: Path) -> dict[str, list[float]]:
+    """One dry run under cProfile: {phase: [cumulative seconds, calls]} (stats in `out`)."""
+    cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "snakemake", "--dry-run",
+           "--cores", "8", *args]
+    done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"dryrun_cost: {' '.join(cmd)} failed:\n" + done.stderr[-3000:])
+    stats = pstats.Stats(str(out)).stats
+    phases = {"total": [max(cumulative for _, _, _, cumulative, _ in stats.values()), 1]}
+    for phase, (_, path, name) in PHASES.items():
+        rows = [(calls, cumulative) for (file, _, func), (_, calls, _, cumulative, _)
+                in stats.items() if func == name and file.endswith(path)]
+        phases[phase] = [max((c for _, c in rows), default=0.0), sum(n for n, _ in rows)]
+    return phases
+
+
+def profile_table(profiles: dict[str, dict[str, list[float]]]) -> str:
+    names = list(profiles)
+    lines = [f"{'under cProfile: seconds / calls':42s}" + "".join(f"{n:>22s}" for n in names)]
+    for phase in next(iter(profiles.values())):
+        label = "  " * PHASES[phase][0] + phase if phase in PHASES else phase
+        lines.append(f"{label:42s}" + "".join(
+            f"{profiles[n][phase][0]:12.1f} /{int(profiles[n][phase][1]):8d}" for n in names))
+    return "\n".join(lines)
+
+
 def log(message: str) -> None:
     print(f"[dryrun_cost {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -164,6 +206,9 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=30, help="seeds of the grid (336 cells each)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "dryrun_cost.json"))
+    p.add_argument("--profile", metavar="DIR",
+                   help="after the timed runs, one dry run of each Snakefile under cProfile: "
+                   "its stats in DIR/<name>.prof and a table of where the time goes")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="adbench-dryrun-") as tmp:
         pipeline, trivial, shape, floor, empty = (
@@ -203,9 +248,17 @@ def main(argv=None) -> int:
                     resources[name] = timing_job_resources(output)
             log(f"repeat {repeat + 1}/{args.repeats}: " + ", ".join(
                 f"{name} {values[-1]:.1f} s" for name, values in times.items()))
+        profiles = {}
+        if args.profile:
+            os.makedirs(args.profile, exist_ok=True)
+            for name, (folder, extra) in runs.items():
+                if name != "start_up":
+                    log(f"profiling {name}")
+                    profiles[name] = profiled_dry_run(
+                        folder, extra, Path(args.profile, f"{name}.prof").resolve())
     medians = {k: statistics.median(v) for k, v in times.items()}
     report = {"cells": n_cells, "jobs": n_jobs, "jobs_planned": planned,
-              "timing_job_resources": resources,
+              "timing_job_resources": resources, "profile": profiles,
               "repeats": args.repeats, "times_s": times,
               "median_s": medians, "ratio": medians["pipeline"] / medians["trivial"],
               "same_shape_ratio": medians["same_shape"] / medians["trivial"],
@@ -223,6 +276,8 @@ def main(argv=None) -> int:
           f"timing job can declare (FLOOR_SNAKEFILE) {medians['floor']:.1f} s: ratio "
           f"{report['floor_ratio']:.2f}; "
           f"Snakemake's start-up (no job) {medians['start_up']:.1f} s, in each of these")
+    if profiles:
+        print(profile_table(profiles))
     return 0
 
 
