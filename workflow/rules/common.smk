@@ -415,7 +415,7 @@ def cell_conda_env(wildcards):
 def framework_command(framework, device):
     """The cell's environment and its timing script: `[--receipt R] -- PYTHON measure.py`."""
     env = spec.FRAMEWORKS[framework].env_for(device)
-    return " ".join(filter(None, (receipt_args(env), "--", env_python(env), MEASURE_SCRIPT)))
+    return f"{receipt_args(env)} -- {env_python(env)} {MEASURE_SCRIPT}"
 
 
 @called_per_job
