@@ -413,7 +413,9 @@ def cell_conda_env(wildcards):
 
 @functools.cache
 def framework_command(framework, device):
-    """The cell's environment and its timing script: `[--receipt R] -- PYTHON measure.py`."""
+    """The cell's environment and its timing script: `[--receipt R] -- PYTHON measure.py`.
+    Part of every timing job's params: a change of its text, even of whitespace (the double
+    space when there is no receipt), re-times every finished cell (Snakemake's params trigger)."""
     env = spec.FRAMEWORKS[framework].env_for(device)
     return f"{receipt_args(env)} -- {env_python(env)} {MEASURE_SCRIPT}"
 
