@@ -128,8 +128,11 @@ def campaign_config(seeds: int) -> dict:
     }
 
 
-def dry_run(workdir: Path, args: list[str]) -> tuple[float, str]:
-    cmd = [sys.executable, "-m", "snakemake", "--dry-run", "--cores", "8", *args]
+def dry_run(workdir: Path, args: list[str], profile: Path | None = None) -> tuple[float, str]:
+    """`snakemake --dry-run` in `workdir`: wall time and output (under cProfile, its stats in
+    `profile`, when given)."""
+    profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
+    cmd = [sys.executable, *profiler, "-m", "snakemake", "--dry-run", "--cores", "8", *args]
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
@@ -172,14 +175,12 @@ PHASES = {  # phase: (its depth in the table, file, function)
 
 
 def profiled_dry_run(workdir: Path, args: list[str], out: Path) -> dict[str, list[float]]:
-    """One dry run under cProfile: {phase: [cumulative seconds, calls]} (stats in `out`)."""
-    cmd = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "snakemake", "--dry-run",
-           "--cores", "8", *args]
-    done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"dryrun_cost: {' '.join(cmd)} failed:\n" + done.stderr[-3000:])
-    stats = pstats.Stats(str(out)).stats
-    phases = {"total": [max(cumulative for _, _, _, cumulative, _ in stats.values()), 1]}
+    """One dry run under cProfile: {phase: [cumulative seconds, calls]} (stats in `out`);
+    its total is the run's and every call it made."""
+    dry_run(workdir, args, profile=out)
+    profiled = pstats.Stats(str(out))
+    stats = profiled.stats
+    phases = {"total": [profiled.total_tt, profiled.total_calls]}
     for phase, (_, path, name) in PHASES.items():
         rows = [(calls, cumulative) for (file, _, func), (_, calls, _, cumulative, _)
                 in stats.items() if func == name and file.endswith(path)]
