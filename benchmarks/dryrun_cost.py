@@ -182,9 +182,10 @@ def profiled_dry_run(workdir: Path, args: list[str], out: Path) -> dict[str, lis
     stats = profiled.stats
     phases = {"total": [profiled.total_tt, profiled.total_calls]}
     for phase, (_, path, name) in PHASES.items():
-        rows = [(calls, cumulative) for (file, _, func), (_, calls, _, cumulative, _)
+        rows = [(cumulative, calls) for (file, _, func), (_, calls, _, cumulative, _)
                 in stats.items() if func == name and file.endswith(path)]
-        phases[phase] = [max((c for _, c in rows), default=0.0), sum(n for n, _ in rows)]
+        phases[phase] = [max((seconds for seconds, _ in rows), default=0.0),
+                         sum(calls for _, calls in rows)]
     return phases
 
 
