@@ -85,23 +85,76 @@ def test_an_error_of_the_job_itself_fails_the_job(tmp_path):
     assert not (tmp_path / "raw.parquet").exists()
 
 
-def test_sigterm_stops_the_child_and_writes_nothing(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_an_interrupt_stops_the_child_and_writes_nothing(tmp_path, signum):
+    """SIGINT (Ctrl-C) as SIGTERM (scancel): exit 130, the child gone, no record."""
     pid_file = tmp_path / "child.pid"
     body = f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
     child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
     cmd = [sys.executable, RUN_CELL, "--budget-s", "100", "--killed-log",
            str(tmp_path / "killed.log"), "--", *child]
-    parent = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    for _ in range(200):
+    parent = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,  # SIGINT not ignored,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for _ in range(600):
         if pid_file.exists() and pid_file.read_text():
             break
         time.sleep(0.05)
-    parent.send_signal(signal.SIGTERM)
+    parent.send_signal(signum)
     assert parent.wait(timeout=30) == 130
+    assert f"interrupted ({signal.Signals(signum).name})" in parent.stderr.read()
     child_pid = int(pid_file.read_text())
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         os.kill(child_pid, 0)  # gone, not orphaned
+    assert not (tmp_path / "raw.parquet").exists()
+    assert not (tmp_path / "killed.log").exists()  # an interrupt is not a kill to re-try
+
+
+SIGNAL_INSIDE_WAIT = """
+import os, signal, subprocess, sys, threading
+sys.path.insert(0, sys.argv[1])
+import run_cell
+
+class SignallingLock:  # sends SIGTERM to this process the first time it is taken
+    def __init__(self):
+        self.lock, self.sent = threading.Lock(), False
+    def acquire(self, blocking=True, timeout=-1):
+        taken = self.lock.acquire(blocking, timeout)
+        if taken and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        return taken
+    def release(self):
+        self.lock.release()
+    def __enter__(self):
+        self.acquire()
+    def __exit__(self, *exc):
+        self.release()
+
+locks = []
+class Popen(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._waitpid_lock = SignallingLock()
+        locks.append(self._waitpid_lock)
+
+subprocess.Popen = Popen
+rc = run_cell.main(sys.argv[2:])
+print("rc", rc, "signalled inside wait", all(lock.sent for lock in locks) and len(locks) == 1)
+"""
+
+
+def test_a_signal_inside_popen_wait_does_not_hang_the_job(tmp_path):
+    """The SIGTERM lands just after Popen.wait takes its internal lock: the moment a handler
+    that raised left that lock held and the job hung for ever (CI saw it once)."""
+    driver = tmp_path / "driver.py"
+    driver.write_text(SIGNAL_INSIDE_WAIT)
+    child = [sys.executable, child_script(tmp_path, "time.sleep(120)"), *measure_args(tmp_path)]
+    cmd = [sys.executable, str(driver), SCRIPTS, "--budget-s", "100", "--killed-log",
+           str(tmp_path / "killed.log"), "--", *child]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "rc 130 signalled inside wait True" in done.stdout, done.stdout
     assert not (tmp_path / "raw.parquet").exists()
 
 

@@ -37,10 +37,6 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-class Interrupted(Exception):
-    pass
-
-
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" not in argv:
         sys.exit("run_cell.py: usage: run_cell.py [options] -- python measure.py ARGS")
@@ -66,24 +62,48 @@ def log(message: str) -> None:
     print(f"[run_cell {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def stop_on_signal(signum, frame):  # SIGTERM (scancel, Snakemake) as Ctrl-C is
-    raise Interrupted(signal.Signals(signum).name)
+class ChildWatch:
+    """Stops the child from signal handlers that only note why and kill it.
 
+    Nothing is raised from a handler: an exception raised inside Popen.wait just after it
+    takes its internal lock leaves that lock held, and the wait that follows hangs for ever
+    (seen in CI: a SIGTERM test hung).  The budget is a SIGALRM timer for the same reason, so
+    the parent sleeps in one blocking waitpid and takes no CPU from the measurement.
+    """
 
-def run_child(child: list[str], budget_s: float) -> tuple[int | None, float]:
-    """The child's return code (None: killed at the budget) and its wall time."""
-    start = time.monotonic()
-    process = subprocess.Popen(child)
-    try:
-        return process.wait(timeout=budget_s), time.monotonic() - start
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        return None, time.monotonic() - start
-    finally:  # interrupted: the child goes too (it would otherwise time on, orphaned)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.reason: str | None = None  # "budget", or the signal that interrupted the run
+        for signum in self.SIGNALS:  # a signal ignored (SIGINT under `&` in a script) stays so
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, self.stop)
+
+    def stop(self, signum, frame) -> None:
+        if self.reason is None:
+            self.reason = ("budget" if signum == signal.SIGALRM
+                           else signal.Signals(signum).name)
+        self.kill_child()
+
+    def kill_child(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            try:
+                os.kill(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # already gone
+
+    def run(self, child: list[str], budget_s: float) -> tuple[int, float]:
+        """The child's return code and its wall time."""
+        start = time.monotonic()
+        self.process = subprocess.Popen(child)
+        signal.setitimer(signal.ITIMER_REAL, budget_s)
+        if self.reason is not None:  # interrupted while the child was being started
+            self.kill_child()
+        try:
+            return self.process.wait(), time.monotonic() - start
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def write_record(measure_argv: list[str], status: str, message: str) -> None:
@@ -126,20 +146,20 @@ def main(argv: list[str] | None = None) -> int:
         log(f"failed: {why}")
         write_record(measure_argv, "failed", why)
         return 0
-    signal.signal(signal.SIGTERM, stop_on_signal)
     for stale in output_paths(measure_argv):  # files found later are the child's own
         if os.path.exists(stale):
             os.remove(stale)
-    try:
-        rc, wall = run_child(child, args.budget_s)
-    except (Interrupted, KeyboardInterrupt) as exc:
-        log(f"interrupted ({exc or 'SIGINT'}): the cell is left to the next run")
+    watch = ChildWatch()
+    rc, wall = watch.run(child, args.budget_s)
+    if watch.reason not in (None, "budget"):
+        log(f"interrupted ({watch.reason}): the cell is left to the next run")
         return 130
-    if rc is not None and rc >= 0:
+    timed_out = watch.reason == "budget"
+    if rc >= 0 and not timed_out:
         return rc  # recorded by measure.py, or an error of the job itself (bad arguments)
     if outputs_written(measure_argv):
         return 0  # killed after writing both files: the cell is complete
-    if rc is None:
+    if timed_out:
         status, message = "timeout", (
             f"killed at its time budget of {args.budget_s:g} s (workload.budget_s) before "
             "measure.py finished (a compile or an iteration that did not end): no "
