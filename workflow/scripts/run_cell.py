@@ -146,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"failed: {why}")
         write_record(measure_argv, "failed", why)
         return 0
+    watch = ChildWatch()  # before anything is removed: an interrupt from here on is noted
     for stale in output_paths(measure_argv):  # files found later are the child's own
         if os.path.exists(stale):
             os.remove(stale)
-    watch = ChildWatch()
     rc, wall = watch.run(child, args.budget_s)
     if watch.reason not in (None, "budget"):
         log(f"interrupted ({watch.reason}): the cell is left to the next run")
