@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,28 @@ def test_schema_enums_are_the_spec_tables():
     assert tuple(grid["devices"]["items"]["enum"]) == spec.DEVICES
     # Tasks, models and frameworks are checked against the spec itself (common.smk).
     assert "enum" not in grid["tasks"]["items"]
+
+
+def readme_cell_counts():
+    """{config file: the cell count its row of the README's Configurations table states}."""
+    rows = re.findall(r"^\| `snakemake [^|]*` \| .*$", (ROOT / "README.md").read_text(), re.M)
+    counts = {}
+    for row in rows:
+        config, cells = re.search(r"config/[\w-]+\.yaml", row), re.search(r"([\d,]+) cells", row)
+        if config and cells:
+            counts[config.group()] = int(cells.group(1).replace(",", ""))
+    return counts
+
+
+def test_the_readme_states_each_shipped_configs_cell_count():
+    """The counts a user plans by: each the union of its config's grids (common.smk's CELLS,
+    with its grid defaults), so adding a model or a seed to a config means updating its row."""
+    counts = readme_cell_counts()
+    assert {"config/config.yaml", "config/paper.yaml", "config/all-frameworks.yaml"} <= set(counts)
+    for path, stated in counts.items():
+        config = as_list(yaml.safe_load((ROOT / path).read_text()))
+        validate(config, str(SCHEMA))
+        grids = [{"tasks": ["backward"], "devices": ["cpu"], "threads": [1], **grid,
+                  **config.get("every_grid", {})} for grid in config["grid"]]
+        cells = dict.fromkeys(cell for grid in grids for cell in spec.expand_grid(grid))
+        assert len(cells) == stated, path
