@@ -221,7 +221,7 @@ def main(argv=None) -> int:
         fresh_copy(pipeline, cold=True)
         config = campaign_config(args.seeds)
         (pipeline / "campaign.yaml").write_text(yaml.safe_dump(config))
-        cells = list(spec.expand_grid({**config["grid"][0], "devices": ["cpu"], "threads": [1]}))
+        cells = spec.config_cells(config)
         n_cells = len(cells)
         for folder, snakefile in ((shape, SHAPE_SNAKEFILE), (floor, FLOOR_SNAKEFILE)):
             (folder / "Snakefile").write_text(snakefile.format(

@@ -58,17 +58,8 @@ def run(tmp_path_factory):
     return workdir
 
 
-GRID_DEFAULTS = {"tasks": ["backward"], "devices": ["cpu"], "threads": [1]}
-
-
-def config_cells(config: dict) -> list[spec.Cell]:
-    """A config's cells: the union of its grids, with the schema's grid defaults."""
-    grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
-    return list(dict.fromkeys(c for g in grids for c in spec.expand_grid({**GRID_DEFAULTS, **g})))
-
-
 def tiny_cells():
-    return config_cells(TINY)
+    return spec.config_cells(TINY)
 
 
 def provenance(run, cell):

@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from adbench import schema, spec
-from test_e2e import REPO, config_cells, fresh_checkout
+from test_e2e import REPO, fresh_checkout
 
 EXAMPLE = "example-results/cuda-h100"
 EXAMPLE_DIR = REPO / EXAMPLE
 
 
 def example_cells() -> list[spec.Cell]:
-    return config_cells(yaml.safe_load((EXAMPLE_DIR / "config.yaml").read_text()))
+    return spec.config_cells(yaml.safe_load((EXAMPLE_DIR / "config.yaml").read_text()))
 
 
 def test_the_example_config_names_exactly_the_committed_cells():

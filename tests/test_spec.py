@@ -44,6 +44,24 @@ def test_expand_grid_casts_threads_and_seeds_to_int():
     assert cell.raw_path.endswith("/t2/seed7.parquet")
 
 
+def test_config_grids_fill_what_a_grid_leaves_out_and_every_grid_overrides_it():
+    short = {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "seeds": [0]}
+    full = {**short, "tasks": ["jacobian_rows"], "devices": ["cuda"], "threads": [4]}
+    # A single grid may be written as a mapping.
+    assert spec.config_grids({"grid": short}) == [{**short, **spec.GRID_DEFAULTS}]
+    assert spec.config_grids({"grid": [short, full]}) == [{**short, **spec.GRID_DEFAULTS}, full]
+    assert spec.config_grids({"grid": [short, full], "every_grid": {"seeds": [1, 2]}}) == [
+        {**short, **spec.GRID_DEFAULTS, "seeds": [1, 2]}, {**full, "seeds": [1, 2]}]
+
+
+def test_config_cells_are_the_union_of_its_grids_each_once_in_grid_order():
+    one = {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "seeds": [0, 1]}
+    two = {**one, "seeds": [1, 2]}
+    cells = spec.config_cells({"grid": [one, two]})
+    assert [c.seed for c in cells] == [0, 1, 2]
+    assert {(c.task, c.device, c.threads) for c in cells} == {("backward", "cpu", 1)}
+
+
 def test_invalid_pairs_name_the_key_and_the_bad_value():
     assert spec.invalid_pairs({"torch": ["eager", "script"], "tensorflow": ["eager"]}) == []
     problems = spec.invalid_pairs({"torch": ["eager", "graph"], "caffe": ["jit"]})

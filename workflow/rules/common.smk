@@ -92,8 +92,7 @@ def tree(path):
     return f"{RESULTS}/{path}"
 
 
-GRID_DEFAULTS = {"tasks": ["backward"], "devices": ["cpu"], "threads": [1]}
-GRIDS = [{**GRID_DEFAULTS, **grid, **config.get("every_grid", {})} for grid in config["grid"]]
+GRIDS = spec.config_grids(config)
 
 
 def config_problems(cfg):
@@ -171,7 +170,7 @@ def stop_on(problems):
 
 stop_on(config_problems(config))
 # The union of the grids' cells, each once, in the order the grids list them.
-CELLS = list(dict.fromkeys(cell for grid in GRIDS for cell in spec.expand_grid(grid)))
+CELLS = spec.grid_cells(GRIDS)
 WORKLOAD = config["workload"]
 # Said, not silently dropped: a grid's device that a framework has no build for.
 for _skipped in dict.fromkeys(s for grid in GRIDS for s in spec.devices_without_a_path(grid)):

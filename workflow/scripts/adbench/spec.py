@@ -612,6 +612,28 @@ def expand_grid(grid: dict) -> Iterator[Cell]:
             yield Cell(framework, mode, model, task, device, int(threads), int(seed))
 
 
+# The axes a config's grid may leave out (the schema's $defs/grid names them). Not schema
+# defaults: every_grid shares the grid's axes and must not override a grid with them.
+GRID_DEFAULTS = {"tasks": ["backward"], "devices": ["cpu"], "threads": [1]}
+
+
+def config_grids(config: dict) -> list[dict]:
+    """A config's grids (one written as a mapping is a list of one), each with the defaults
+    for the axes it leaves out and every_grid's keys in place of its own."""
+    grids = config["grid"] if isinstance(config["grid"], list) else [config["grid"]]
+    return [{**GRID_DEFAULTS, **grid, **config.get("every_grid", {})} for grid in grids]
+
+
+def grid_cells(grids: list[dict]) -> list[Cell]:
+    """The union of the grids' cells (config_grids), each once, in a stable order."""
+    return list(dict.fromkeys(cell for grid in grids for cell in expand_grid(grid)))
+
+
+def config_cells(config: dict) -> list[Cell]:
+    """A config's cells: what its timing jobs measure."""
+    return grid_cells(config_grids(config))
+
+
 def devices_without_a_path(grid: dict) -> list[str]:
     """'theano on cuda', ...: what a grid asks for that expand_grid leaves out, to say so."""
     return [f"{framework} on {device}" for framework in grid["frameworks"]
