@@ -4,6 +4,10 @@ RNN backward (eval mode) and in jacrev over cuDNN's LSTM kernel."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -61,3 +65,29 @@ def test_the_compile_mode_names_the_kernels_inductor_generates_on_each_device():
                              batch_size=4, warmup=0, iterations=1)
     choices = tb.prepare(workload, "compile", "cpu").choices
     assert "Inductor C++/OpenMP kernels" in choices["model"]
+
+
+def test_inductors_precompiled_headers_live_in_the_temp_directory_a_process_is_given(tmp_path):
+    """run_cell.py makes each cell's headers cold by giving it its own TMPDIR: that works only
+    while torch puts them there (not under TORCHINDUCTOR_CACHE_DIR)."""
+    code = "from torch._inductor import codecache; print(codecache._HEADER_DIR)"
+    env = {**os.environ, "TMPDIR": str(tmp_path), "TORCHINDUCTOR_CACHE_DIR": "/nowhere"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith(str(tmp_path) + os.sep)
+
+
+def test_a_compiled_cell_records_whether_the_precompiled_headers_were_there(tmp_path,
+                                                                             monkeypatch):
+    from torch._inductor import codecache, config
+
+    monkeypatch.setattr(codecache, "_HEADER_DIR", str(tmp_path / "headers"))
+    assert tb._precompiled_headers().startswith("cold:")
+    (tmp_path / "headers").mkdir()
+    (tmp_path / "headers" / "locks").mkdir()
+    assert tb._precompiled_headers().startswith("cold:")  # a directory is not a header
+    (tmp_path / "headers" / "c123.h.gch").write_bytes(b"")
+    assert tb._precompiled_headers().startswith("warm:")
+    monkeypatch.setattr(config, "cpp_cache_precompile_headers", False)
+    assert tb._precompiled_headers().startswith("off")

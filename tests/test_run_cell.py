@@ -71,6 +71,23 @@ def test_a_hanging_child_is_killed_at_the_budget_and_recorded_timeout(tmp_path):
     assert not (tmp_path / "killed.log").exists()  # a timeout is not re-tried by itself
 
 
+@pytest.mark.parametrize("ends", ["exits", "killed at the budget"])
+def test_the_child_gets_a_temp_directory_of_its_own_removed_when_it_ends(tmp_path, ends):
+    """Nothing a cell leaves in its temp directory reaches the next cell, or stays."""
+    job_tmp, seen = tmp_path / "job-tmp", tmp_path / "seen"
+    job_tmp.mkdir()
+    body = ("import tempfile; d = tempfile.gettempdir(); "
+            f"open({str(seen)!r}, 'w').write(os.environ['TMPDIR'] + chr(10) + d); "
+            "open(os.path.join(d, 'left-behind'), 'w').write('state')"
+            + ("; time.sleep(120)" if ends != "exits" else ""))
+    child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
+    done = run_cell(tmp_path, child, budget_s=3, env={**os.environ, "TMPDIR": str(job_tmp)})
+    assert done.returncode == 0, done.stderr
+    given, used = seen.read_text().splitlines()
+    assert given == used and os.path.dirname(given) == str(job_tmp)
+    assert list(job_tmp.iterdir()) == []  # removed, with what the child left in it
+
+
 def test_a_child_that_wrote_its_files_is_left_alone(tmp_path):
     body = ("out = sys.argv[sys.argv.index('--out') + 1]; open(out, 'w').write('mine'); "
             "g = sys.argv[sys.argv.index('--gradients') + 1]; open(g, 'w').write('mine')")

@@ -18,6 +18,11 @@ cell is never lost: what the child cannot record itself is recorded here.
   re-times it.
 - A cell whose environment could not be built (--receipt says failed) is recorded failed
   with the installer's message; nothing else of the run is held up.
+- The child gets a temp directory of its own (TMPDIR), made under the job's and removed when
+  the child ends, however it ends: frameworks keep state in the temp directory across
+  processes, which would make one cell's numbers depend on the cells run before it on that
+  machine (Inductor's precompiled C++ headers, built by the first compiled cell, took 8 s off
+  the first step of every later one here), and leave files there (PyTensor's numba sources).
 
 Runs in the analysis environment (the records need measure.py's modules, numpy and
 pyarrow, not the framework); it sleeps in waitpid while the child times, so it takes no
@@ -32,6 +37,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,10 +99,11 @@ class ChildWatch:
             except ProcessLookupError:
                 pass  # already gone
 
-    def run(self, child: list[str], budget_s: float) -> tuple[int, float]:
+    def run(self, child: list[str], budget_s: float, env: dict[str, str] | None = None
+            ) -> tuple[int, float]:
         """The child's return code and its wall time."""
         start = time.monotonic()
-        self.process = subprocess.Popen(child)
+        self.process = subprocess.Popen(child, env=env)
         signal.setitimer(signal.ITIMER_REAL, budget_s)
         if self.reason is not None:  # interrupted while the child was being started
             self.kill_child()
@@ -150,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     for stale in output_paths(measure_argv):  # files found later are the child's own
         if os.path.exists(stale):
             os.remove(stale)
-    rc, wall = watch.run(child, args.budget_s)
+    with tempfile.TemporaryDirectory(prefix="adbench-cell-", ignore_cleanup_errors=True) as tmp:
+        rc, wall = watch.run(child, args.budget_s, env={**os.environ, "TMPDIR": tmp})
     if watch.reason not in (None, "budget"):
         log(f"interrupted ({watch.reason}): the cell is left to the next run")
         return 130

@@ -411,9 +411,26 @@ def _inductor_cache(threads: int) -> dict[str, str]:
                               + ("ADBENCH_CACHE_DIR/torch" if base else "the system temp "
                                  "directory (ADBENCH_CACHE_DIR unset)")
                               + ", removed at exit",
+            "inductor_precompiled_headers": _precompiled_headers(),
             "inductor_compile_threads": str(threads),
             "inductor_cpp_threads": f"{torch.get_num_threads()} (torch.get_num_threads() "
                                     "when the kernels are generated)"}
+
+
+def _precompiled_headers() -> str:
+    """Whether Inductor's precompiled C++ headers (for its CPU kernels) were there before this
+    cell.  Torch keeps them in the temp directory whatever TORCHINDUCTOR_CACHE_DIR says, for
+    every later process, and building them is part of the first compile (8 s of 20 here):
+    run_cell.py gives each cell a temp directory of its own, so every cell builds them."""
+    from torch._inductor import codecache, config
+
+    if not config.cpp_cache_precompile_headers:
+        return "off (TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS=0)"
+    headers = codecache._HEADER_DIR  # {temp dir}/torchinductor_{user}/precompiled_headers
+    if os.path.isdir(headers) and any(n.endswith(".gch") for n in os.listdir(headers)):
+        return ("warm: built by an earlier process in the same temp directory (measure.py "
+                "run without run_cell.py)")
+    return "cold: none in the temp directory when the cell started; built by its first compile"
 
 
 # What torch.compile leaves out of its graphs, per model family (torch._dynamo.explain).
