@@ -86,9 +86,12 @@ class BackendCells:
         python = venv_python(self.framework)
         cells_file = outdir / "cells.json"
         cells_file.write_text(json.dumps(self.cells))
+        scratch = outdir / "tmp"  # as run_cell.py does: what the runner leaves stays in here
+        scratch.mkdir()
         done = subprocess.run([str(python), str(RUNNER), self.framework, str(cells_file),
                                str(outdir)], cwd=REPO, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+                                   "TMPDIR": str(scratch)})
         assert done.returncode == 0, f"runner crashed:\n{done.stderr[-6000:]}"
         summary = json.loads((outdir / "results.json").read_text())
         summary["outdir"] = outdir

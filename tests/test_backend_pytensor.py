@@ -67,8 +67,9 @@ def test_choices_state_the_mode_and_cache(results):
 def test_compile_caches_stay_in_the_cache_dir(tmp_path):
     """Flags are composed before the import: the user's kept, the compiledir and Numba's
     caches under ADBENCH_CACHE_DIR/pytensor, nothing written to $HOME."""
-    home, cache = tmp_path / "home", tmp_path / "cache"
+    home, cache, scratch = tmp_path / "home", tmp_path / "cache", tmp_path / "tmp"
     home.mkdir()
+    scratch.mkdir()  # PyTensor's numba sources go there (run_cell.py removes a cell's)
     code = (
         "import json, os, numpy as np; from adbench.backends import pytensor_backend as b; "
         "import pytensor, pytensor.tensor as pt; "
@@ -87,6 +88,7 @@ def test_compile_caches_stay_in_the_cache_dir(tmp_path):
         [str(venv_python("pytensor")), "-c", code], cwd=REPO / "workflow" / "scripts",
         capture_output=True, text=True, check=False,
         env={**os.environ, "HOME": str(home), "ADBENCH_CACHE_DIR": str(cache),
+             "TMPDIR": str(scratch),
              "PYTENSOR_FLAGS": "exception_verbosity=high,base_compiledir=/nonexistent"})
     assert done.returncode == 0, done.stderr[-3000:]
     info = json.loads(done.stdout.strip().splitlines()[-1])
