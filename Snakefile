@@ -32,6 +32,8 @@ include: "workflow/rules/measure.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/paper.smk"
+# Last: it freezes what parsing made (the garbage collector of this process, not of any job).
+include: "workflow/rules/planning.smk"
 
 
 rule all:
