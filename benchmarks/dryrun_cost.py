@@ -22,9 +22,10 @@ workflow/rules/planning.smk (its garbage collector, set for planning); the same-
 floor Snakefiles end with it too, and a fifth, the trivial one with it, is the like-for-like
 yardstick: the target's ratio is against the trivial Snakefile as plain Snakemake runs it, the
 others against the trivial one with the same setting (what the declarations cost, whatever the
-setting saves). A Snakefile with no job gives Snakemake's own start-up, part of every other time: a machine where it is slow (SLURM's client
-installed with a slurm.conf naming a controller that is down costs 9 s, README "SLURM")
-shows a ratio closer to 1 than the planning deserves. Prints the median wall time of each,
+setting saves). A Snakefile with no job gives Snakemake's own start-up, part of every other
+time: a machine where it is slow (SLURM's client installed with a slurm.conf naming a
+controller that is down costs 9 s, README "SLURM") shows a ratio closer to 1 than the
+planning deserves. Prints the median wall time of each,
 the ratio pipeline/trivial (target: at most 1.5) and the like-for-like ratios, and writes them
 as JSON to --out.
 """
@@ -76,6 +77,7 @@ PLANNING_RULES = Path("workflow", "rules", "planning.smk")
 def with_planning_rules(snakefile: str, pipeline: Path) -> str:
     """`snakefile` ending as the pipeline's does, with the pipeline copy's planning.smk."""
     return snakefile + f'\ninclude: "{(pipeline / PLANNING_RULES).resolve()}"\n'
+
 
 # The cells as targets, the harness and a timing rule's files (its input named by its rule,
 # as measure's is): what the Snakefiles below share.
