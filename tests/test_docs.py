@@ -1,0 +1,87 @@
+"""docs/spec.md is what spec_docs.py writes now, and the links of the README and docs resolve."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+import spec_docs
+from adbench import spec
+
+from conftest import REPO
+
+SCRIPT = REPO / "workflow" / "scripts" / "spec_docs.py"
+
+
+def test_the_committed_spec_page_is_current():
+    """After editing spec.py or a config in config/, run workflow/scripts/spec_docs.py."""
+    assert (REPO / "docs" / "spec.md").read_text() == spec_docs.render()
+
+
+def test_check_fails_on_a_stale_page_and_passes_once_rewritten(tmp_path):
+    page = tmp_path / "spec.md"
+    page.write_text(spec_docs.render().replace("| `torch` (PyTorch) | `eager` |", "", 1))
+
+    def check():
+        return subprocess.run(
+            [sys.executable, SCRIPT, "--check", "--out", page], capture_output=True, text=True
+        )
+
+    stale = check()
+    assert stale.returncode == 1 and "stale" in stale.stderr
+    assert subprocess.run([sys.executable, SCRIPT, "--out", page]).returncode == 0
+    assert check().returncode == 0
+    assert page.read_text() == spec_docs.render()
+
+
+def rows(section: str) -> list[list[str]]:
+    """The body rows of the first Markdown table under `## <section>` of the generated page."""
+    text = spec_docs.render().split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    table = next(block for block in text.split("\n\n") if block.startswith("| "))
+    lines = table.splitlines()
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[2:]]
+
+
+def test_every_framework_and_mode_has_a_row():
+    pairs = [(r[0], r[1]) for r in rows("Frameworks and modes")]
+    assert pairs == [
+        (f"`{name}` ({info.label})", f"`{mode}`")
+        for name, info in spec.FRAMEWORKS.items()
+        for mode in info.modes
+    ]
+
+
+def test_every_task_and_model_has_a_row_with_its_derivative_and_parameter_count():
+    assert [r[0] for r in rows("Tasks: what one iteration times")] == [
+        f"`{t}`" for t in spec.TASKS
+    ]
+    models = {r[0]: r for r in rows("Models")}
+    assert list(models) == [f"`{m}`" for m in spec.MODELS]
+    for name, model in spec.MODELS.items():
+        row = models[f"`{name}`"]
+        assert int(row[5].replace(",", "")) == model.n_parameters, name
+        assert row[6] == "×".join(map(str, model.jacobian_shape())), name
+        assert int(row[7]) == model.batch_size, name
+
+
+def test_each_shipped_config_has_its_cell_count():
+    counts = {r[0]: int(r[2].replace(",", "")) for r in rows("Shipped configs")}
+    paths = sorted((REPO / "config").glob("*.yaml"))
+    assert set(counts) == {f"`{p.relative_to(REPO).as_posix()}`" for p in paths}
+    for path in paths:
+        cells = spec.config_cells(yaml.safe_load(path.read_text()))
+        assert counts[f"`{path.relative_to(REPO).as_posix()}`"] == len(cells), path
+
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_relative_links_resolve(page):
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+        if "://" not in target:
+            assert (page.parent / target).exists(), f"{page.name} links {target}"
