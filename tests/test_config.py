@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import copy
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +12,6 @@ from snakemake.utils import validate
 from adbench import spec
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import dryrun_cost  # noqa: E402  (its parse of a dry run's job total)
-import pipeline_cost  # noqa: E402  (its fresh copy of the checkout)
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 CONFIGS = sorted({*ROOT.glob("config/*.yaml"), *ROOT.glob(".test/**/config/*.yaml"),
                   *ROOT.glob(".test/config*.yaml")})
@@ -104,40 +98,3 @@ def test_the_schema_states_the_spec_grid_defaults():
     described = yaml.safe_load(SCHEMA.read_text())["$defs"]["grid"]["description"]
     for axis, values in spec.GRID_DEFAULTS.items():
         assert f"{axis} [{', '.join(map(str, values))}]" in described, axis
-
-
-def readme_counts(noun: str) -> dict[str, int]:
-    """{config file: the number of `noun` its row of the README's Configurations table
-    states (the first)}."""
-    rows = re.findall(r"^\| `snakemake [^|]*` \| .*$", (ROOT / "README.md").read_text(), re.M)
-    counts = {}
-    for row in rows:
-        config = re.search(r"config/[\w-]+\.yaml", row)
-        count = re.search(rf"([\d,]+) {noun}\b", row)
-        if config and count:
-            counts[config.group()] = int(count.group(1).replace(",", ""))
-    return counts
-
-
-def test_the_readme_states_each_shipped_configs_cell_count():
-    """The counts a user plans by: each the union of its config's grids (common.smk's CELLS),
-    so adding a model or a seed to a config means updating its row."""
-    counts = readme_counts("cells")
-    assert {"config/config.yaml", "config/paper.yaml", "config/all-frameworks.yaml"} <= set(counts)
-    for path, stated in counts.items():
-        assert len(spec.config_cells(yaml.safe_load((ROOT / path).read_text()))) == stated, path
-
-
-@pytest.mark.e2e
-def test_the_readme_states_the_jobs_a_fresh_clone_plans_for_each_shipped_config(tmp_path):
-    """The job counts the README gives (environment builds included) are what a dry run of a
-    fresh clone plans: adding a rule or an environment means updating its row."""
-    counts = readme_counts("jobs")
-    assert {"config/config.yaml", "config/paper.yaml", "config/all-frameworks.yaml"} <= set(counts)
-    pipeline_cost.fresh_copy(tmp_path, cold=True)
-    for path, stated in counts.items():
-        done = subprocess.run([sys.executable, "-m", "snakemake", "--dry-run", "--cores", "8",
-                               "--configfile", path], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert dryrun_cost.job_count(done.stdout) == stated, path
