@@ -1,5 +1,5 @@
-# adbench: autodiff timings of PyTorch and TensorFlow, from raw Parquet to the paper.
-# Usage and layout: README.md. No logic here: helpers live in workflow/rules/common.smk.
+# adbench: autodiff timings of every framework in spec.py, from raw Parquet to the paper.
+# Usage: README.md. No logic here: config logic is adbench/config.py, helpers common.smk.
 from snakemake.utils import min_version
 
 min_version("9.0")

@@ -39,9 +39,9 @@ rule measure:
     resources:
         timing_lock=1,
         # A string: Snakemake's numeric resources are integers, a budget may be 0.5 s.
-        budget_s=same_for_every_cell(lambda cell: f"{cell_budget_s(cell.model, cell.task):g}"),
-        runtime=called_per_job(lambda wc, attempt: cell_runtime_min(wc.model, wc.task) * attempt),
-        mem_mb=called_per_job(lambda wc, attempt: cell_mem_mb(wc.model, wc.task) * attempt),
+        budget_s=same_for_every_cell(lambda cell: f"{WORKLOADS.budget_s(cell.model, cell.task):g}"),
+        runtime=lambda wc, attempt: WORKLOADS.runtime_min(wc.model, wc.task) * attempt,
+        mem_mb=lambda wc, attempt: WORKLOADS.mem_mb(wc.model, wc.task) * attempt,
         # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
         gpu=same_for_every_cell(lambda cell: int(cell.device == "cuda")),
     params:

@@ -1,0 +1,173 @@
+"""adbench/config.py without Snakemake: --config values read by the schema, the checks the
+schema cannot make, the results tree, the workloads; every fault named before any job.
+
+tests/test_e2e.py keeps a few of these through a real `snakemake -n`, to show that
+common.smk calls them."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from adbench import config as run_config
+from adbench import spec
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_CONFIG = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+
+
+def checked(config: dict, *, cores: int | None = 2, conda: bool = False):
+    return run_config.checked(config, validate=validate, configfiles=[], working_dir=ROOT,
+                              core_limit=cores, conda_enabled=conda, python="this-python")
+
+
+def with_fault(override: dict) -> dict:
+    """The tiny test config with `override` merged in (a list of grids: into the first)."""
+    config = copy.deepcopy(TEST_CONFIG)
+    for key, value in override.items():
+        target = config.get(key)
+        if isinstance(target, list):
+            target = target[0]
+        if isinstance(value, dict) and isinstance(target, dict):
+            target.update(value)
+        else:
+            config[key] = value
+    return config
+
+
+def test_the_tiny_config_passes_and_gives_its_cells():
+    run = checked(copy.deepcopy(TEST_CONFIG))
+    assert run.results == "results-test"
+    assert run.cells == spec.config_cells(TEST_CONFIG)
+    assert run.env_mode == "venv"
+    assert run.config["workload"]["iterations"] == 12  # the file's, not the default
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ({"grid": {"frameworks": {"torch": ["graph"]}}}, "grid[0].frameworks.torch: mode 'graph'"),
+        ({"grid": {"frameworks": {"caffe": ["eager"]}}}, "unknown framework 'caffe'"),
+        ({"grid": {"models": ["resnet9000"]}}, "unknown model 'resnet9000'"),
+        ({"grid": {"tasks": ["hessian"]}}, "grid[0].tasks: unknown task 'hessian'"),
+        ({"grid": {"devices": ["gpu"]}}, "'gpu' is not one of"),
+        ({"workload": {"iterations": 0}}, "iterations"),
+        ({"workload": {"models": {"resnet9000": {"iterations": 1}}}},
+         "workload.models: unknown model 'resnet9000'"),
+        ({"warmup": 3}, "'warmup' was unexpected"),
+        ({"grid": {"threads": [1, 64]}}, "grid[0].threads: 64 exceeds the 2 CPU(s)"),
+        ({"workload": {"models": {"mlp512": {"batch_size": 512, "n_samples": 100}}}},
+         "workload.models.mlp512: batch_size 512 exceeds n_samples 100"),
+        ({"workload": {"models": {"mlp512": {"jacobian_rows": 100000}}}},
+         "workload.models.mlp512.jacobian_rows: 100000 exceeds"),
+        ({"workload": {"budget_s": 0}}, "budget_s"),
+        ({"workload": {"tasks": {"hessian": {"iterations": 3}}}},
+         "workload.tasks: unknown task 'hessian'"),
+        ({"workload": {"tasks": {"backward": {"batch_size": 3}}}}, "'batch_size' was unexpected"),
+        ({"grid": {"frameworks": {"torch": []}}}, "'torch'"),
+        ({"grid": {"frameworks": {"torch": ["eager", "eager"]}}}, "non-unique"),
+        ({"grid": {"seeds": [-1]}}, "'seeds'"),
+        ({"grid": {"threads": [0]}}, "'threads'"),
+        ({"every_grid": {"seeds": "zero"}}, "'every_grid'"),
+        ({"environments": "docker"}, "'docker' is not one of"),
+        ({"environments": "conda"}, "environments: conda contradicts the command line"),
+        ({"gradient_check": {"tolerance": -1}}, "'tolerance'"),
+        ({"gradient_check": {"models": {"resnet9000": 1e-3}}},
+         "gradient_check.models: unknown model 'resnet9000'"),
+        ({"figures": {"first_iterations": 1}}, "'first_iterations'"),
+        ({"statistics": {"confidence": 1.5}}, "'confidence'"),
+        ({"statistics": {"bootstrap_replicates": 10}}, "'bootstrap_replicates'"),
+        ({"workload": {"mem_mb": 0}}, "mem_mb"),
+        ({"results": "report/published"}, "results: 'report/published' lies inside report/"),
+        ({"results": "workflow"}, "results: 'workflow' lies inside workflow/"),
+        ({"results": "."}, "results: '.' is the project's own folder"),
+        ({"results": "./tests/out"}, "lies inside tests/"),
+        ({"results": "/tmp/elsewhere"}, "'results'"),  # the schema: relative paths only
+        ({"results": "../elsewhere"}, "'results'"),
+    ],
+)
+def test_a_bad_config_is_refused_naming_the_fault(override, named):
+    with pytest.raises(Exception) as error:
+        checked(with_fault(override))
+    assert named in str(error.value)
+
+
+def test_every_problem_of_a_step_is_named_at_once():
+    config = with_fault({"grid": {"models": ["resnet9000"], "tasks": ["hessian"]}})
+    with pytest.raises(run_config.ConfigError) as error:
+        checked(config)
+    assert len(error.value.problems) == 2
+    assert str(error.value).startswith("invalid config:\n  ")
+
+
+def test_command_line_strings_are_read_as_the_numbers_the_schema_wants():
+    config = with_fault({"every_grid": {"seeds": ["0", "2"]}, "workload": {"iterations": "7"}})
+    run = checked(config)
+    assert {c.seed for c in run.cells} == {0, 2}
+    assert run.workloads.sizes("mlp512", "backward")["iterations"] == 7
+
+
+def test_a_grid_on_the_command_line_must_give_its_own_axes():
+    config = with_fault({})
+    config["grid"] = {"seeds": ["0", "1"]}
+    with pytest.raises(run_config.ConfigError, match="every_grid=") as error:
+        checked(config)
+    assert {p.split(": ", 1)[0] for p in error.value.problems} == {"grid"}
+
+
+def test_threads_are_checked_against_the_machine_only_when_jobs_run_here():
+    config = with_fault({"grid": {"threads": [64]}})
+    assert checked(config, cores=None).cells  # a cluster: each job asks for its own
+
+
+def test_workloads_apply_task_then_model_overrides_and_scale_nothing_else():
+    w = run_config.Workloads({"warmup": 5, "iterations": 100, "budget_s": 90, "mem_mb": 4000,
+                              "tasks": {"jacobian_rows": {"iterations": 20, "budget_s": 600}},
+                              "models": {"cnn": {"iterations": 7, "batch_size": 16}}})
+    assert w.settings("mlp512", "backward")["iterations"] == 100
+    assert w.settings("fcn", "jacobian_rows")["iterations"] == 20
+    assert w.settings("cnn", "jacobian_rows")["iterations"] == 7  # the model's wins
+    assert w.sizes("cnn", "backward")["batch_size"] == 16
+    assert w.sizes("mlp512", "backward")["batch_size"] == spec.MODELS["mlp512"].batch_size
+    assert w.runtime_min("fcn", "jacobian_rows") == 11  # 600 s -> 10 min + 1 to spare
+    assert w.runtime_min("mlp512", "backward") == 3
+    assert run_config.without_resources(w.workload) == {
+        "warmup": 5, "iterations": 100, "tasks": {"jacobian_rows": {"iterations": 20}},
+        "models": {"cnn": {"iterations": 7, "batch_size": 16}}}
+
+
+@pytest.mark.parametrize("configfiles, tree", [
+    ([], "results"),
+    ([ROOT / "config" / "config.yaml"], "results"),
+    ([ROOT / "config" / "paper.yaml"], "results-paper"),
+    ([Path("/somewhere/my config.yaml")], "results-my_config"),
+])
+def test_each_config_file_gets_its_own_results_tree(configfiles, tree):
+    assert run_config.default_results_tree(configfiles) == tree
+
+
+def test_a_results_tree_outside_the_project_is_accepted(tmp_path):
+    assert run_config.results_tree_problems("results-x", ROOT) == []
+    assert run_config.results_tree_problems("out/results", tmp_path) == []
+
+
+def test_the_shipped_folders_are_the_projects_top_level_folders():
+    """A new top-level folder of the project must join SHIPPED_FOLDERS, or a run could write
+    its results into it."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    folders = {path.split("/", 1)[0] for path in tracked if "/" in path}
+    assert folders <= set(run_config.SHIPPED_FOLDERS)
+
+
+def test_current_environment_names_the_framework_this_python_lacks():
+    cells = spec.config_cells({"grid": {"frameworks": {"mxnet": ["eager"], "torch": ["eager"]},
+                                        "models": ["mlp512"], "seeds": [0]}})
+    problems = run_config.current_env_problems("current", cells, "py")
+    assert len(problems) == 1 and "cannot import 'mxnet'" in problems[0]
+    assert run_config.current_env_problems("venv", cells, "py") == []

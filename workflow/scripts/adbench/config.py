@@ -1,0 +1,289 @@
+"""A run's configuration: `--config` values read by the schema, the checks the schema cannot
+make (the spec's tables, the machine, where results may go), and each cell's workload.
+
+workflow/rules/common.smk calls these at parse time, before any job; nothing here imports
+Snakemake, so tests/test_run_config.py checks every rule without running a workflow.  The
+grids and their cells are spec's (config_grids, grid_cells): they are the experiment's axes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import math
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from adbench import spec
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
+# What the project ships or keeps at its top level (tests/test_run_config.py checks the list
+# against git): a results tree inside one would write into the source or the study's data.
+SHIPPED_FOLDERS = (".ci", ".test", "benchmarks", "config", "docs", "envs", "example-results",
+                   "profiles", "report", "tests", "workflow", ".git", ".snakemake", ".venvs")
+# Workload keys that are a job's resources, not what it measures.
+RESOURCE_KEYS = ("budget_s", "mem_mb")
+# Each axis a grid must give itself (the others have spec.GRID_DEFAULTS).
+REQUIRED_AXES = ("frameworks", "models", "seeds")
+
+
+class ConfigError(ValueError):
+    """Every problem found, one per line, each naming the key at fault."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n  ".join(["invalid config:", *problems]))
+
+
+def stop_on(problems: list[str]) -> None:
+    if problems:
+        raise ConfigError(problems)
+
+
+@functools.cache
+def load_schema(path: Path = SCHEMA) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+# ------------------------------------------------------------------ reading --config
+def coerce_by_schema(value, schema: dict, defs: dict):
+    """--config values arrive as strings (Snakemake reads them with YAML's BaseLoader, so
+    `--config 'every_grid={seeds: [0, 1]}'` gives ['0', '1']): read a string as YAML where
+    the schema wants a number, an integer or a boolean, and leave the rest to validation."""
+    if "$ref" in schema:
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        schema = {**defs[schema["$ref"].rsplit("/", 1)[1]], **rest}
+    if isinstance(value, dict):
+        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        fallback = extra if isinstance(extra, dict) else {}
+        return {k: coerce_by_schema(v, props.get(k, fallback), defs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [coerce_by_schema(v, schema.get("items", {}), defs) for v in value]
+    wanted = {"integer": int, "number": (int, float), "boolean": bool}.get(schema.get("type"))
+    if isinstance(value, str) and wanted:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if isinstance(parsed, wanted) and (wanted is bool) == isinstance(parsed, bool):
+            return parsed
+    return value
+
+
+def read_values(config: dict, schema: dict | None = None) -> dict:
+    """The config as the schema reads it: a single grid written as a mapping becomes a list
+    of one, and strings become the numbers the schema wants."""
+    schema = schema or load_schema()
+    config = dict(config)
+    if isinstance(config.get("grid"), dict):
+        config["grid"] = [config["grid"]]
+    return coerce_by_schema(config, schema, schema["$defs"])
+
+
+def incomplete_grids(config: dict) -> list[str]:
+    """A grid given on the command line replaces the config file's grids whole."""
+    grids = config.get("grid")
+    if not isinstance(grids, list):
+        return []
+    return [
+        f"grid{f'[{i}]' if len(grids) > 1 else ''}: no {key} (a --config grid=... replaces "
+        "every grid of the config file; to change one key of every grid, e.g. the seeds: "
+        "--config 'every_grid={seeds: [0, 1, 2]}')"
+        for i, grid in enumerate(grids)
+        if isinstance(grid, dict)
+        for key in REQUIRED_AXES
+        if key not in grid
+    ]
+
+
+# ------------------------------------------------------------------ the results tree
+def default_results_tree(configfiles: list, root: Path = ROOT) -> str:
+    """results/ for the default config, results-<name>/ for config file <name>.yaml: two
+    configs never write each other's cells (a config's `results` key names its own)."""
+    files = [Path(f) for f in configfiles]
+    if not files or files[-1].resolve() == (root / "config" / "config.yaml").resolve():
+        return "results"
+    return f"results-{re.sub(r'[^A-Za-z0-9._-]', '_', files[-1].stem)}"
+
+
+def results_tree_problems(results: str, workdir: Path, root: Path = ROOT) -> list[str]:
+    """A results tree lies outside every folder the project ships, and is not the project
+    itself: a run must never write into the source or the study's published data."""
+    tree = (Path(workdir) / results).resolve()
+    root = root.resolve()
+    if tree == root or tree in root.parents:
+        return [f"results: {results!r} is the project's own folder; name a folder of its own, "
+                "e.g. results-mine"]
+    shipped = [f for f in SHIPPED_FOLDERS if tree == root / f or (root / f) in tree.parents]
+    return [f"results: {results!r} lies inside {f}/, which the project ships; name a folder "
+            "of its own, e.g. results-mine" for f in shipped]
+
+
+# ------------------------------------------------------------------ checks against the spec
+def where(i: int, grids: list) -> str:
+    return f"grid[{i}]" if len(grids) > 1 else "grid"
+
+
+def unknown(key: str, kind: str, names, known) -> list[str]:
+    return [f"{key}: unknown {kind} {n!r} (valid: {', '.join(known)})"
+            for n in names if n not in known]
+
+
+def spec_problems(config: dict, grids: list[dict]) -> list[str]:
+    """What the JSON schema cannot know: the spec's framework/mode, task and model tables."""
+    problems = []
+    for i, grid in enumerate(grids):
+        at = where(i, grids)
+        problems += [p.replace("grid.", f"{at}.") for p in spec.invalid_pairs(grid["frameworks"])]
+        problems += unknown(f"{at}.models", "model", grid["models"], spec.MODELS)
+        problems += unknown(f"{at}.tasks", "task", grid["tasks"], spec.TASKS)
+    workload = config["workload"]
+    problems += unknown("workload.tasks", "task", workload["tasks"], spec.TASKS)
+    problems += unknown("workload.models", "model", workload["models"], spec.MODELS)
+    problems += unknown("gradient_check.models", "model", config["gradient_check"]["models"],
+                        spec.MODELS)
+    return problems
+
+
+# ------------------------------------------------------------------ workloads
+def without_resources(workload: dict) -> dict:
+    """The workload keys that shape the numbers: a budget or a memory request does not, so
+    changing one re-runs no aggregation either."""
+    def drop(keys):
+        return {k: v for k, v in keys.items() if k not in RESOURCE_KEYS}
+
+    return {
+        **drop(workload),
+        "tasks": {t: drop(v) for t, v in workload["tasks"].items() if drop(v)},
+        "models": {m: drop(v) for m, v in workload["models"].items() if drop(v)},
+    }
+
+
+class Workloads:
+    """Each (model, task)'s workload keys: the config's defaults, then the task's overrides,
+    then the model's.  Cached per (model, task), not per job: a campaign plans thousands of
+    jobs from a few dozen of these."""
+
+    def __init__(self, workload: dict):
+        self.workload = workload
+
+    @functools.cache
+    def settings(self, model: str, task: str) -> dict:
+        w = self.workload
+        settings = {k: w[k] for k in ("warmup", "iterations", *RESOURCE_KEYS)}
+        settings.update(w["tasks"].get(task, {}))
+        settings.update(w["models"].get(model, {}))
+        return settings
+
+    @functools.cache
+    def sizes(self, model: str, task: str) -> dict:
+        """Warm-up, iterations and data sizes: the overrides on the spec's defaults."""
+        settings = {k: v for k, v in self.settings(model, task).items()
+                    if k not in RESOURCE_KEYS}
+        workload = spec.Workload(model=model, seed=0, task=task, **settings)
+        return {k: getattr(workload, k)
+                for k in ("warmup", "iterations", "n_samples", "batch_size", "jacobian_rows")}
+
+    def budget_s(self, model: str, task: str) -> float:
+        """Seconds a cell's process may run (run_cell.py kills it then)."""
+        return self.settings(model, task)["budget_s"]
+
+    def mem_mb(self, model: str, task: str) -> int:
+        return self.settings(model, task)["mem_mb"]
+
+    def runtime_min(self, model: str, task: str) -> int:
+        """The budget as Snakemake's runtime resource (minutes; a cluster's time limit), with
+        a minute to spare for run_cell.py to write the record of a killed cell."""
+        return math.ceil(self.budget_s(model, task) / 60) + 1
+
+
+def workload_problems(grids: list[dict], cells: list, workloads: Workloads,
+                      core_limit: int | None) -> list[str]:
+    """Thread counts the machine cannot give (core_limit None: a cluster, where each job
+    asks for its own), data sizes a model cannot fill."""
+    problems = [
+        f"{where(i, grids)}.threads: {t} exceeds the {core_limit} CPU(s) of this machine: its "
+        "numbers would carry a wrong label (on a cluster, each job asks for its own)"
+        for i, grid in enumerate(grids)
+        for t in grid["threads"]
+        if core_limit and t > core_limit
+    ]
+    for model, task in dict.fromkeys((c.model, c.task) for c in cells):
+        w, info = workloads.sizes(model, task), spec.MODELS[model]
+        if w["batch_size"] > w["n_samples"]:
+            problems.append(f"workload.models.{model}: batch_size {w['batch_size']} exceeds "
+                            f"n_samples {w['n_samples']}: not one full batch")
+        if w["jacobian_rows"] > info.n_outputs:
+            problems.append(f"workload.models.{model}.jacobian_rows: {w['jacobian_rows']} "
+                            f"exceeds the model's {info.n_outputs} outputs")
+    return list(dict.fromkeys(problems))
+
+
+# ------------------------------------------------------------------ environments
+def environment_mode(setting: str, conda_enabled: bool) -> str:
+    """auto -> conda under --sdm conda, else venvs built by the pipeline."""
+    if setting == "auto":
+        return "conda" if conda_enabled else "venv"
+    if (setting == "conda") != conda_enabled:
+        raise ConfigError([f"environments: {setting} contradicts the command line: use "
+                           "`--sdm conda` exactly when environments is conda (or auto)"])
+    return setting
+
+
+def current_env_problems(env_mode: str, cells: list, python: str) -> list[str]:
+    """environments: current runs every cell in this Python, which must have the frameworks
+    (each FRAMEWORKS key is its Python module's name)."""
+    if env_mode != "current":
+        return []
+    return [
+        f"environments: current, but this Python ({python}) cannot import {f!r} "
+        f"(grid.frameworks.{f}): use environments: venv, which builds envs/{f}.yaml"
+        for f in dict.fromkeys(c.framework for c in cells)
+        if importlib.util.find_spec(f) is None
+    ]
+
+
+def local_core_limit(local: bool) -> int | None:
+    """The CPUs a local job can use (None on a cluster, where each job asks for its own)."""
+    return os.cpu_count() if local else None
+
+
+# ------------------------------------------------------------------ all of it, in order
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A checked config and what the rules read from it."""
+
+    config: dict
+    results: str  # the results tree, without a trailing slash
+    grids: list[dict]
+    cells: list
+    workloads: Workloads
+    env_mode: str
+
+
+def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles: list,
+            working_dir: Path, core_limit: int | None, conda_enabled: bool, python: str) -> Run:
+    """Every check, in the order each needs the one before, on `config` in place.
+    `validate` fills the schema's defaults and raises on the first schema violation
+    (snakemake.utils.validate in the workflow); the rest raise ConfigError with every
+    problem of their step."""
+    config.update(read_values(config))
+    stop_on(incomplete_grids(config))
+    validate(config, str(SCHEMA))
+    config.setdefault("results", default_results_tree(configfiles))
+    stop_on(results_tree_problems(config["results"], working_dir))
+    grids = spec.config_grids(config)
+    stop_on(spec_problems(config, grids))
+    cells = spec.grid_cells(grids)
+    workloads = Workloads(config["workload"])
+    stop_on(workload_problems(grids, cells, workloads, core_limit))
+    env_mode = environment_mode(config["environments"], conda_enabled)
+    stop_on(current_env_problems(env_mode, cells, python))
+    return Run(config, config["results"].rstrip("/"), grids, cells, workloads, env_mode)
