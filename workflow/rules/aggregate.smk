@@ -6,7 +6,7 @@ rule aggregate:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         raw=raw_files(),
-        code=code("aggregate.py", "stats.py", "inference.py", "schema.py", "spec.py"),
+        code=code("aggregate.py"),
     output:
         iterations=tree("aggregate/iterations.parquet"),
         cells=tree("aggregate/cells.parquet"),
@@ -26,7 +26,7 @@ rule aggregate:
         settings=json.dumps(
             {
                 "grid": GRIDS,
-                "workload": without_resources(WORKLOAD),
+                "workload": run_config.without_resources(WORKLOAD),
                 "gradient_check": config["gradient_check"],
                 "statistics": config["statistics"],
             }
@@ -44,7 +44,7 @@ rule check_gradients:
         env_inputs(spec.ANALYSIS_ENV),
         gradients=gradient_files(),
         references=reference_files(),
-        code=code("check_gradients.py", "spec.py", "reference.py"),
+        code=code("check_gradients.py"),
     output:
         csv=tree("checks/gradients.csv"),
         md=tree("checks/gradients.md"),
@@ -70,7 +70,7 @@ rule tables:
         summary=tree("aggregate/summary.parquet"),
         cells=tree("aggregate/cells.parquet"),
         bootstrap=tree("aggregate/bootstrap.parquet"),
-        code=code("make_tables.py", "tables.py", "stats.py", "inference.py", "spec.py"),
+        code=code("make_tables.py"),
     output:
         TABLE_FILES,
     log:
@@ -92,7 +92,7 @@ rule verdicts:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         bootstrap=tree("aggregate/bootstrap.parquet"),
-        code=code("make_verdicts.py", "verdicts.py", "claims.py", "inference.py", "spec.py"),
+        code=code("make_verdicts.py"),
     output:
         claims=tree("verdicts/claims.csv"),
         comparisons=tree("verdicts/comparisons.csv"),

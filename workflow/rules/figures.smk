@@ -9,7 +9,7 @@ rule figures:
         iterations=tree("aggregate/iterations.parquet"),
         summary=tree("aggregate/summary.parquet"),
         cells=tree("aggregate/cells.parquet"),
-        code=code("figures.py", "spec.py", "tables.py", "stats.py"),
+        code=code("figures.py"),
     output:
         **FIGURE_FILES,
     log:

@@ -6,15 +6,7 @@ rule paper:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         template="report/paper.tex.j2",
-        code=code(
-            "render_paper.py",
-            "spec.py",
-            "tables.py",
-            "stats.py",
-            "report_stats.py",
-            "claims.py",
-            "inference.py",
-        ),
+        code=code("render_paper.py"),
         bib="report/references.bib",
         published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.*")),
         tables=TABLE_FILES,

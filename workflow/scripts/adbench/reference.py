@@ -45,9 +45,11 @@ def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarr
         family = {"mlp": _mlp, "rnn_cell": _rnn_cell}[workload.spec.family]
         return family(workload, params, batch, derivative)
     if workload.spec.reference == "torch":
-        from adbench.backends import torch_backend  # only when the spec asks for it
+        # Loaded by name, only when the spec asks for it: the rules name it as a code input of
+        # the reference jobs alone (code_inputs.py), not of every cell that imports this module.
+        from adbench import backends
 
-        prepared = torch_backend.prepare(workload, "eager", "cpu", dtype="float64")
+        prepared = backends.load("torch").prepare(workload, "eager", "cpu", dtype="float64")
         loss, arrays = prepared.derivatives(0)
         return loss, [np.asarray(a, dtype=np.float64) for a in arrays]
     raise ValueError(f"{workload.model}: unknown reference {workload.spec.reference!r}")
