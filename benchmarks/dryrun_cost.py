@@ -24,7 +24,7 @@ yardstick: the target's ratio is against the trivial Snakefile as plain Snakemak
 others against the trivial one with the same setting (what the declarations cost, whatever the
 setting saves). A Snakefile with no job gives Snakemake's own start-up, part of every other
 time: a machine where it is slow (SLURM's client installed with a slurm.conf naming a
-controller that is down costs 9 s, README "SLURM") shows a ratio closer to 1 than the
+controller that is down costs 9 s, docs/cluster.md) shows a ratio closer to 1 than the
 planning deserves. Prints the median wall time of each,
 the ratio pipeline/trivial (target: at most 1.5) and the like-for-like ratios, and writes them
 as JSON to --out.

@@ -1,6 +1,6 @@
 """benchmarks/dryrun_cost.py on a small grid: what it compares plans the same jobs.
 
-Its times are the benchmark's business (README, "What the pipeline costs"); here only that each
+Its times are the benchmark's business (docs/costs.md); here only that each
 Snakefile it times plans what it says: the pipeline the grid's cells, the trivial ones as many
 jobs, the same-shape and floor Snakefiles one timing job per cell (plus a harness per
 framework and the target), each timing job with the pipeline's resources; and that the

@@ -32,7 +32,7 @@ rule measure:
         cell_conda_env
     threads: same_for_every_cell(lambda cell: int(cell.threads))
     # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
-    # cluster profile sets no limit (each job is its own allocation; README, "SLURM").
+    # cluster profile sets no limit (each job is its own allocation; docs/cluster.md).
     # Budget and memory are resources, not parameters: raising one re-times nothing.
     # A retry (--retries) asks the scheduler for more memory and time; the budget, part of
     # the experiment, stays what the config says.
