@@ -13,11 +13,11 @@ from test_tables import fake_iterations_and_cells  # noqa: E402
 
 def test_focus_prefers_the_first_spec_table_with_data():
     iterations, _ = fake_iterations_and_cells()
-    mlps = figures.tables.focus_rows(iterations)
+    mlps = figures.selection.focus_rows(iterations)
     assert set(mlps["model"]) == {"mlp512", "mlp354x2", "mlp294x3"}
     assert set(mlps["task"]) == {"backward"}
     without_mlps = iterations[~iterations["model"].str.startswith("mlp")]
-    jacobians = figures.tables.focus_rows(without_mlps)  # the next table: FCN, CNN, LSTM Jacobians
+    jacobians = figures.selection.focus_rows(without_mlps)  # the next table: FCN, CNN, LSTM Jacobians
     assert set(jacobians["model"]) == {"fcn"}
     assert set(jacobians["task"]) == {"jacobian_rows", "jacobian_vectorized"}
 

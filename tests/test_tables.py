@@ -12,7 +12,7 @@ import math
 import pandas as pd
 import pytest
 
-from adbench import stats, tables
+from adbench import formatting, stats, tables
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, timed_quantities
 
 NAN = math.nan
@@ -117,16 +117,6 @@ def aggregate():
 def tidy(aggregate):
     summary, cells = aggregate
     return {t.name: tables.tidy_table(t, summary, cells) for t in TABLES}
-
-
-def test_formatting_keeps_three_significant_digits():
-    assert tables.fmt_pm(686.2, 21.4) == "686 ± 21"
-    assert tables.fmt_pm(686.2, NAN) == "686"  # one trial: no spread
-    assert tables.fmt_pm(NAN, NAN) == "n/a"
-    assert tables.fmt_pm(686.2, 21.4, pm=r"$\pm$") == r"686 $\pm$ 21"
-    assert tables.fmt_pm(0.9339, 0.1104) == "0.934 ± 0.110"
-    assert tables.fmt_pm(11.179, 0.3152) == "11.2 ± 0.3"
-    assert tables.fmt_ratio(1.234) == "1.23" and tables.fmt_ratio(NAN) == "n/a"
 
 
 def test_every_spec_table_has_the_tidy_columns(tidy):
@@ -238,7 +228,7 @@ def test_markdown_and_latex_name_every_model_task_and_mode(tidy):
                 assert str(MODELS[model].n_parameters) in text
             for f, m in set(zip(t["framework"], t["mode"])):
                 label = tables.column_label(f, m)
-                assert label in text or tables.latex(label) in text, label
+                assert label in text or formatting.latex(label) in text, label
         if len(set(t["task"])) > 1:
             assert all(TASKS[task].label in markdown for task in set(t["task"]))
         assert "±" not in latex and r"\begin{tabular}" in latex

@@ -36,15 +36,19 @@ from matplotlib.patches import Patch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from adbench import formatting as fmt  # noqa: E402
+from adbench import selection  # noqa: E402
 from adbench import tables  # noqa: E402
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS  # noqa: E402
+
+MS = fmt.unit_scale("ms")  # the figures draw milliseconds
 
 
 # ----------------------------------------------------------------------------- selection rules
 def pairs_present(data: pd.DataFrame) -> list[tuple[str, str]]:
     """(framework, mode) pairs present, in spec order."""
     present = set(zip(data["framework"], data["mode"]))
-    return [(f, m) for f, info in FRAMEWORKS.items() for m in info.modes if (f, m) in present]
+    return [pair for pair in selection.pairs() if pair in present]
 
 
 def panels(iterations: pd.DataFrame) -> list[tuple[str, str]]:
@@ -58,12 +62,6 @@ def lines_of(cell: pd.DataFrame) -> list[tuple[str, str]]:
     present = set(zip(cell["model"], cell["task"]))
     ordered = [(m, t) for m in MODELS for t in TASKS if (m, t) in present]
     return ordered + sorted(present - set(ordered))
-
-
-def first_condition(data: pd.DataFrame) -> tuple:
-    """One figure per (device, threads) would multiply panels: draw the first condition."""
-    condition = data[["device", "threads"]].drop_duplicates().sort_values(["device", "threads"])
-    return tuple(condition.iloc[0])
 
 
 def line_label(model: str, task: str, several_tasks: bool) -> str:
@@ -85,8 +83,8 @@ def plot(iterations: pd.DataFrame, first: int):
         return notice("No cell of this run completed an iteration.")
     seed = iterations["seed"].min()
     data = iterations[(iterations["seed"] == seed) & (iterations["iteration"] < first)]
-    device, threads = first_condition(data)
-    data = tables.focus_rows(data[(data["device"] == device) & (data["threads"] == threads)])
+    device, threads = selection.first_condition(data)
+    data = selection.focus_rows(data[(data["device"] == device) & (data["threads"] == threads)])
     several_tasks = data["task"].nunique() > 1
     colours = {line: f"C{i}" for i, line in enumerate(lines_of(data))}  # same in every panel
     pairs = panels(data)
@@ -105,7 +103,7 @@ def plot(iterations: pd.DataFrame, first: int):
         for model, task in lines_of(cell):
             rows = cell[(cell["model"] == model) & (cell["task"] == task)]
             rows = rows.sort_values("iteration")
-            ax.plot(rows["iteration"], rows["step_s"] * 1e3, marker=".", lw=1,
+            ax.plot(rows["iteration"], rows["step_s"] * MS, marker=".", lw=1,
                     color=colours[(model, task)], label=line_label(model, task, several_tasks))
         info = FRAMEWORKS[framework]
         ax.set_title(f"{info.label} {info.modes[mode].label}", fontsize=9)
@@ -118,7 +116,7 @@ def plot(iterations: pd.DataFrame, first: int):
         Line2D([], [], color=colour, marker=".", lw=1, label=line_label(m, t, several_tasks))
         for (m, t), colour in colours.items()]
     axes.flat[0].legend(handles=handles, fontsize=7)
-    fig.suptitle(f"First {first} iterations, seed {seed}, {device}, {threads} thread(s)",
+    fig.suptitle(f"First {first} iterations, seed {seed}, {fmt.block(device, threads)}",
                  fontsize=9)
     fig.tight_layout()
     return fig
@@ -136,7 +134,7 @@ def jacobian_data(summary: pd.DataFrame, cells: pd.DataFrame | None):
               else steps.drop(columns=[c for c in steps.columns if c.endswith("_s")]))
     if wanted.empty:
         return steps, wanted, None
-    device, threads = first_condition(wanted)
+    device, threads = selection.first_condition(wanted)
     keep = lambda df: df[(df["device"] == device) & (df["threads"] == threads)]  # noqa: E731
     return keep(steps), keep(wanted), (device, threads)
 
@@ -158,7 +156,7 @@ def plot_jacobians(summary: pd.DataFrame, cells: pd.DataFrame | None):
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(4, len(pairs)), fontsize=7)
     device, threads = condition
-    fig.suptitle(f"Output Jacobians: mean step time, {device}, {threads} thread(s)",
+    fig.suptitle(f"Output Jacobians: mean step time, {fmt.block(device, threads)}",
                  fontsize=9)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
@@ -203,7 +201,7 @@ def frameworks_data(summary: pd.DataFrame, cells: pd.DataFrame):
     mine = cells[cells["model"].isin(table.models) & cells["task"].isin(table.tasks)]
     if mine.empty:
         return mine, mine, None
-    device, threads = first_condition(mine)
+    device, threads = selection.first_condition(mine)
     mine = mine[(mine["device"] == device) & (mine["threads"] == threads)]
     steps = summary[(summary["quantity"] == table.quantity) & summary["model"].isin(table.models)
                     & summary["task"].isin(table.tasks) & (summary["device"] == device)
@@ -227,8 +225,8 @@ def plot_frameworks(summary: pd.DataFrame, cells: pd.DataFrame):
         frameworks_panel(ax, model, steps, mine, pairs)
     axes.flat[0].legend(fontsize=7, loc="lower right")
     device, threads = condition
-    fig.suptitle(f"Every framework and mode: step and time to first step, {device}, "
-                 f"{threads} thread(s)", fontsize=9)
+    fig.suptitle("Every framework and mode: step and time to first step, "
+                 + fmt.block(device, threads), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -243,10 +241,10 @@ def frameworks_panel(ax, model: str, steps, mine, pairs) -> None:
         if found.empty:  # in the grid but not completed, or not in the grid
             ax.text(0.01, y, "n/a", va="center", fontsize=6, transform=ax.get_yaxis_transform())
             continue
-        ax.barh(y, found["mean_s"].iloc[0] * 1e3, color=colour, height=0.7,
+        ax.barh(y, found["mean_s"].iloc[0] * MS, color=colour, height=0.7,
                 label="mean step" if y == 0 else None)
         if "time_to_first_step_s" in first and first["time_to_first_step_s"].notna().any():
-            ax.plot(first["time_to_first_step_s"].mean() * 1e3, y, marker="|", ms=9,
+            ax.plot(first["time_to_first_step_s"].mean() * MS, y, marker="|", ms=9,
                     color="k", label="first step" if y == 0 else None)
     ax.set_yticks(range(len(pairs)))
     ax.set_yticklabels([tables.column_label(f, m) for f, m in pairs], fontsize=6)

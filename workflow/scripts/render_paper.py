@@ -24,12 +24,14 @@ import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from adbench import formatting as fmt  # noqa: E402
 from adbench import inference, report_stats, stats  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
 from adbench.claims import EQUAL_MARGIN  # noqa: E402
+from adbench.formatting import latex, missing  # noqa: E402
+from adbench.selection import first_block, focus_rows, table_modes  # noqa: E402
 from adbench.spec import (  # noqa: E402
     FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, timed_quantities)
-from adbench.tables import latex, missing  # noqa: E402
 
 LATEX_TOOLS = ("latexmk", "pdflatex", "bibtex")
 INSTALL_HINT = (
@@ -38,13 +40,12 @@ INSTALL_HINT = (
     "texlive-fonts-recommended texlive-science lmodern latexmk\n"
     "on Debian/Ubuntu, or run ./setup.sh (as root). Use --tex-only to render paper.tex alone."
 )
-UNIT_LATEX = {"us": r"\si{\micro\second}", "ms": r"\si{\milli\second}", "s": r"\si{\second}",
-              "1e-5 s": r"$10^{-5}$\,\si{\second}"}
 QUANTITY_TEXT = {"backward_s": "the backward pass alone", "forward_s": "the forward pass alone",
                  "step_s": "the whole step (forward and derivative)"}
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
 # A ratio this close to 1 counts as "equal" when a hypothesis claims two costs are equal.
 NOT_IN_GRID = "not in this run's grid (not measured)"
+DASH = latex(fmt.NOTHING)  # a cell with no value of its kind (an eager mode's speed-up)
 # What claims.json may say about a hypothesis (keyed by table name); only name and statement
 # are required.
 HYPOTHESIS_FIELDS = {"name": "", "premise": "", "statement": "", "source": ""}
@@ -54,74 +55,9 @@ def log(message: str) -> None:
     print(f"render_paper: {message}", file=sys.stderr, flush=True)
 
 
-# ----------------------------------------------------------------------------- formatting
-def pm(mean, sd) -> str:
-    """'686 $\\pm$ 21' in the study's style; the mean alone when one seed gave no sd."""
-    return tbl.fmt_pm(mean, sd, pm=r"$\pm$")
-
-
-def ratio_ci(r: dict, name: str) -> str:
-    """A printed ratio with its bootstrap interval in small type, when the tables have one."""
-    value, low, high = (r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high"))
-    if missing(value) or missing(low) or missing(high):
-        return tbl.fmt_ratio(value)
-    return rf"{value:.2f}\,{{\tiny[{low:.2f}, {high:.2f}]}}"
-
-
-def far_ratio(value) -> str:
-    """A ratio that may be far from 1: three significant digits ('0.0240', '709')."""
-    return tbl.fmt_number(value)
-
-
-def sci(value) -> str:
-    """A number for siunitx's \\num{}: '1.2e-06'."""
-    return "n/a" if missing(value) else f"\\num{{{value:.1e}}}"
-
-
-def factor(value) -> str:
-    """A ratio like the study's '~50x': whole numbers from 10 up, one decimal below."""
-    return "n/a" if missing(value) else f"{value:.0f}" if value >= 10 else f"{value:.1f}"
-
-
-def seconds(value) -> str:
-    """A time in seconds, three significant digits: '0.934', '2450'."""
-    return "n/a" if missing(value) else tbl.fmt_number(value)
-
-
-def span(values) -> str:
-    """'1.3--1.5' over models, a single value when they agree, 'n/a' when there is none."""
-    values = sorted(float(v) for v in values if not missing(v))
-    if not values:
-        return "n/a"
-    low, high = f"{values[0]:.2f}", f"{values[-1]:.2f}"
-    return low if low == high else f"{low}--{high}"
-
-
-def unit_threads(n) -> str:
-    return f"{n} thread" + ("" if str(n) == "1" else "s")
-
-
-def unit_latex(unit: str) -> str:
-    return UNIT_LATEX.get(unit, latex(unit))
-
-
+# ----------------------------------------------------------------------------- labels
 def pair_label(framework: str, mode: str) -> str:
     return latex(tbl.column_label(framework, mode))
-
-
-def shape_text(shape) -> str:
-    return "×".join(str(n) for n in shape)
-
-
-def verbatim_pm(mean, sd) -> str:
-    """A published cell exactly as printed: its mean, and '± sd' where it gave one."""
-    if missing_text(mean):
-        return "--"
-    return latex(mean) + ("" if missing_text(sd) else f" $\\pm$ {latex(sd)}")
-
-
-def missing_text(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or str(value) == ""
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -147,23 +83,11 @@ def read_published(folder: Path, table: TableInfo) -> pd.DataFrame:
 
 
 def published_seconds(row, table: TableInfo) -> float:
-    return float(row["mean"]) / tbl.unit_scale(table.unit)
+    return float(row["mean"]) / fmt.unit_scale(table.unit)
 
 
 def ok_rows(tidy: pd.DataFrame) -> pd.DataFrame:
     return tidy[tidy["mean"].notna()] if len(tidy) else tidy
-
-
-def first_block(tidy: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the first (device, threads) block: the headline numbers come from it."""
-    if tidy.empty:
-        return tidy
-    device, threads = sorted(set(zip(tidy["device"], tidy["threads"])))[0]
-    return tidy[(tidy["device"] == device) & (tidy["threads"] == threads)]
-
-
-def block_heading(device, threads) -> str:
-    return f"{device}, {unit_threads(threads)}"
 
 
 # ----------------------------------------------------------------------------- side-by-side tables
@@ -194,7 +118,7 @@ def paper_columns(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame)
     """(framework, mode) columns: the table's modes present in our data or the study's."""
     present = set(zip(ours["framework"], ours["mode"])) | set(zip(published["framework"],
                                                                   published["mode"]))
-    return [pair for pair in tbl.table_modes(table) if pair in present]
+    return [pair for pair in table_modes(table) if pair in present]
 
 
 def our_cells(found: pd.DataFrame, table: TableInfo, pair, where: str, notes: Notes,
@@ -209,12 +133,13 @@ def our_cells(found: pd.DataFrame, table: TableInfo, pair, where: str, notes: No
         r, status, note = {}, "n/a", ""
     else:
         r = found.iloc[0].to_dict()
-        status, note = r["status"], "" if missing_text(r.get("note")) else str(r["note"])
-    cells = [pm(r.get("mean"), r.get("mean_sd")),
-             pm(r.get("std"), r.get("std_sd") if std_sd else None)]
+        status, note = r["status"], "" if fmt.blank(r.get("note")) else str(r["note"])
+    cells = [fmt.pm(r.get("mean"), r.get("mean_sd"), tex=True),
+             fmt.pm(r.get("std"), r.get("std_sd") if std_sd else None, tex=True)]
     if table.improvement:
-        cells += ([ratio_ci(r, "improvement"), ratio_ci(r, "improvement_study_style")]
-                  if compiled else ["--", "--"])
+        cells += ([fmt.ratio_of(r, "improvement", tex=True),
+                   fmt.ratio_of(r, "improvement_study_style", tex=True)]
+                  if compiled else [DASH, DASH])
     if found.empty:
         cells[0] += superscript(notes.mark(NOT_IN_GRID))
     elif status != "ok":  # the mark goes on the mean, the note under the table
@@ -226,12 +151,12 @@ def our_cells(found: pd.DataFrame, table: TableInfo, pair, where: str, notes: No
 def study_cells(found: pd.DataFrame, table: TableInfo) -> list:
     """The study's cells, verbatim; '--' where it reported nothing."""
     if found.empty:
-        return ["--"] * len(stat_heads(table))
+        return [DASH] * len(stat_heads(table))
     r = found.iloc[0].to_dict()
-    cells = [verbatim_pm(r.get("mean"), r.get("mean_sd")), verbatim_pm(r.get("std"),
-                                                                        r.get("std_sd"))]
+    cells = [fmt.verbatim_pm(r.get("mean"), r.get("mean_sd"), tex=True),
+             fmt.verbatim_pm(r.get("std"), r.get("std_sd"), tex=True)]
     if table.improvement:
-        cells += ["--", verbatim_pm(r.get("improvement"), None)]
+        cells += [DASH, fmt.verbatim_pm(r.get("improvement"), None, tex=True)]
     return cells
 
 
@@ -242,8 +167,8 @@ def ratio_cells(found_by_pair: dict, n_stats: int) -> list:
 
 def ratio_of(found: pd.DataFrame) -> str:
     if not len(found):
-        return tbl.fmt_ratio(math.nan)
-    return ratio_ci(found.iloc[0].to_dict(), "task_ratio")
+        return fmt.NA
+    return fmt.ratio_of(found.iloc[0].to_dict(), "task_ratio", tex=True)
 
 
 def model_heading(model: str) -> str:
@@ -312,7 +237,7 @@ def font_size(n_stat_columns: int) -> str:
 def table_caption(table: TableInfo, published: pd.DataFrame, n_seeds: str) -> str:
     """What the table shows, in words generated from the spec."""
     parts = [f"{latex(table.title)}: {QUANTITY_TEXT.get(table.quantity, latex(table.quantity))}"
-             f", in {unit_latex(table.unit)}. Ours: mean over seeds of each seed's mean "
+             f", in {fmt.unit_text(table.unit, tex=True)}. Ours: mean over seeds of each seed's mean "
              f"$\\pm$ its sd over seeds, and mean of each seed's std"
              + (" $\\pm$ its sd, as the study printed them" if "std_sd" in published else
                 " (its sd over seeds is in the CSV)")
@@ -354,7 +279,7 @@ def table_context(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame)
     blocks = []
     for device, threads in conditions:
         rows = ours[(ours["device"] == device) & (ours["threads"] == threads)]
-        heading = block_heading(device, threads) if len(conditions) > 1 else ""
+        heading = fmt.block(device, threads) if len(conditions) > 1 else ""
         groups = [model_group(m, rows, published, table, columns, tasks, heading, notes)
                   for m in models]
         blocks.append({"heading": latex(heading), "groups": groups})
@@ -393,17 +318,17 @@ def rows_line(table: TableInfo, pair, found: dict, where: str, notes: Notes) -> 
     cells = []
     for task, rows in found.items():
         r = rows.iloc[0].to_dict() if len(rows) else {}
-        mine = [pm(r.get("mean"), r.get("mean_sd"))]
+        mine = [fmt.pm(r.get("mean"), r.get("mean_sd"), tex=True)]
         if table.first_step:
-            mine.append(pm(r.get("first_step"), r.get("first_step_sd")))
+            mine.append(fmt.pm(r.get("first_step"), r.get("first_step_sd"), tex=True))
         if table.improvement:
-            mine.append(ratio_ci(r, "improvement") if compiled else "--")
+            mine.append(fmt.ratio_of(r, "improvement", tex=True) if compiled else DASH)
         if ratio_pair and task == ratio_pair[1]:
-            mine.append(ratio_ci(r, "task_ratio"))
+            mine.append(fmt.ratio_of(r, "task_ratio", tex=True))
         if not r:
             mine[0] += superscript(notes.mark(NOT_IN_GRID))
         elif r["status"] != "ok":
-            note = "" if missing_text(r.get("note")) else str(r["note"])
+            note = "" if fmt.blank(r.get("note")) else str(r["note"])
             text = (f"{pair_label(*pair)}, {latex(where)}, {latex(TASKS[task].label)}: "
                     f"{latex(r['status'])} --- {latex(note)}")
             mine[0] += superscript(notes.mark(text))
@@ -419,11 +344,11 @@ def rows_table_context(table: TableInfo, ours: pd.DataFrame, base: dict) -> dict
     blocks = []
     for device, threads in conditions:
         rows = ours[(ours["device"] == device) & (ours["threads"] == threads)]
-        heading = block_heading(device, threads) if len(conditions) > 1 else ""
+        heading = fmt.block(device, threads) if len(conditions) > 1 else ""
         groups = []
         for model in [m for m in table.models if m in set(rows["model"])]:
             mine = rows[rows["model"] == model]
-            pairs = [p for p in tbl.table_modes(table)
+            pairs = [p for p in table_modes(table)
                      if p in set(zip(mine["framework"], mine["mode"]))]
             where = MODELS[model].label + (f", {heading}" if heading else "")
             lines = [rows_line(table, p, {t: mine[(mine["task"] == t)
@@ -440,7 +365,7 @@ def rows_table_context(table: TableInfo, ours: pd.DataFrame, base: dict) -> dict
 
 def rows_caption(table: TableInfo, n_seeds: str) -> str:
     parts = [f"{latex(table.title)}: {QUANTITY_TEXT.get(table.quantity, latex(table.quantity))}"
-             f", in {unit_latex(table.unit)}, every framework and mode measured. Mean over "
+             f", in {fmt.unit_text(table.unit, tex=True)}, every framework and mode measured. Mean over "
              f"seeds of each seed's mean $\\pm$ its sd over seeds; {n_seeds} seeds."]
     if table.first_step:
         parts.append("``first step'': time to the first step, the ahead-of-time compilation "
@@ -472,7 +397,7 @@ def column_ratios(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame,
     """Every column over the table's first one, over models: ours (first block; their span and
     geometric mean with its interval) and the study's."""
     mine = ok_rows(first_block(ours))
-    pairs = [p for p in tbl.table_modes(table) if p in set(zip(mine["framework"], mine["mode"]))]
+    pairs = [p for p in table_modes(table) if p in set(zip(mine["framework"], mine["mode"]))]
     out = []
     for pair in pairs[1:]:
         study = published.assign(mean=pd.to_numeric(published["mean"], errors="coerce"))
@@ -482,9 +407,9 @@ def column_ratios(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame,
                  for _, r in rows.iterrows()]
         out.append({
             "column": pair_label(*pair), "baseline": pair_label(*pairs[0]),
-            "ours": span(per_model(mine, pair, "mean") / per_model(mine, pairs[0], "mean")),
+            "ours": fmt.span(per_model(mine, pair, "mean") / per_model(mine, pairs[0], "mean"), tex=True),
             "geomean": report_stats.geometric_mean_text(found, sides, confidence),
-            "study": span(per_model(study, pair, "mean") / per_model(study, pairs[0], "mean")),
+            "study": fmt.span(per_model(study, pair, "mean") / per_model(study, pairs[0], "mean"), tex=True),
         })
     return out
 
@@ -504,13 +429,13 @@ def improvement_headline(table: TableInfo, ours: pd.DataFrame, published: pd.Dat
         return [(condition_key(r, "step_s", mode=eager), condition_key(r, "step_s"))
                 for _, r in rows.iterrows()]
     return [{"column": pair_label(*pair),
-             "ours": span(per_model(mine, pair, "improvement")),
+             "ours": fmt.span(per_model(mine, pair, "improvement"), tex=True),
              "geomean": report_stats.geometric_mean_text(found, like_for_like(pair),
                                                          confidence),
-             "ours_study_style": span(per_model(mine, pair, "improvement_study_style")),
-             "study": span(per_model(study, pair, "improvement")) if study is not None
+             "ours_study_style": fmt.span(per_model(mine, pair, "improvement_study_style"), tex=True),
+             "study": fmt.span(per_model(study, pair, "improvement"), tex=True) if study is not None
              else "n/a"}
-            for pair in tbl.table_modes(table)
+            for pair in table_modes(table)
             if FRAMEWORKS[pair[0]].modes[pair[1]].compiled
             and pair in set(zip(mine["framework"], mine["mode"]))]
 
@@ -534,7 +459,7 @@ def headline(data: dict, found: dict, confidence: float) -> dict:
 
 def first_block_heading(tidy: pd.DataFrame) -> str:
     rows = first_block(tidy)
-    return latex(block_heading(rows["device"].iloc[0], rows["threads"].iloc[0])) if len(rows) \
+    return latex(fmt.block(rows["device"].iloc[0], rows["threads"].iloc[0])) if len(rows) \
         else ""
 
 
@@ -550,7 +475,7 @@ def study_example(data: dict) -> dict | None:
             if base is not None:
                 eager, compiled = float(base["mean"]), float(r["mean"])
                 return {"eager": latex(base["mean"]), "compiled": latex(r["mean"]),
-                        "ratio": f"{eager / compiled:.3f}", "printed": latex(r["improvement"]),
+                        "ratio": fmt.number(eager / compiled, 3), "printed": latex(r["improvement"]),
                         "column": pair_label(r["framework"], r["mode"]),
                         "model": latex(MODELS[r["model"]].label)}
     return None
@@ -597,10 +522,10 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | 
         "n_noise": len(conditions) - len(within) - n_outside,
         # the tasks' costs told apart at all: the ratio's interval excludes 1
         "n_differs": sum(c["differs"] for c in conditions),
-        "within_pct": f"{EQUAL_MARGIN:.0%}".replace("%", r"\%"), "span": span(ratios),
-        "low": tbl.fmt_ratio(min(ratios)), "high": tbl.fmt_ratio(max(ratios)),
-        "median": tbl.fmt_ratio(statistics.median(ratios)),
-        "worst": worst["where"], "worst_ratio": tbl.fmt_ratio(worst["ratio"]),
+        "within_pct": fmt.percent(EQUAL_MARGIN, tex=True), "span": fmt.span(ratios, tex=True),
+        "low": fmt.ratio(min(ratios)), "high": fmt.ratio(max(ratios)),
+        "median": fmt.ratio(statistics.median(ratios)),
+        "worst": worst["where"], "worst_ratio": fmt.ratio(worst["ratio"]),
         "within": [c["where"] for c in within],
         "verdict": verdict(len(within), n_outside, len(conditions)),
         "hypothesis": {k: latex(v) for k, v in {**HYPOTHESIS_FIELDS, **hypothesis}.items()}
@@ -610,7 +535,7 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | 
 
 def condition_label(r, with_block: bool) -> str:
     label = f"{MODELS[r.model].label}, {tbl.column_label(r.framework, r.mode)}"
-    return label + (f", {block_heading(r.device, r.threads)}" if with_block else "")
+    return label + (f", {fmt.block(r.device, r.threads)}" if with_block else "")
 
 
 def interval_of(r) -> inference.Interval:
@@ -668,11 +593,11 @@ def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
             continue
         study = [{"label": latex(r["study_label"]), "s": published_seconds(r, table),
                   "text": latex(r["mean"]) if table.unit == "s"
-                  else seconds(published_seconds(r, table))}
+                  else fmt.number(published_seconds(r, table))}
                  for _, r in published.iterrows()]
         mine = [{"label": latex(f"{tbl.column_label(r.framework, r.mode)}, "
                                 f"{TASKS[r.task].label}"),
-                 "s": r.mean / tbl.unit_scale(table.unit),
+                 "s": r.mean / fmt.unit_scale(table.unit),
                  "jacobian": TASKS[r.task].derivative == "jacobian"}
                 for r in ok_rows(first_block(ours[ours["model"] == model])).itertuples()]
         extrapolated = [{**c, "s": c["s"] * rows_factor * input_factor}
@@ -683,14 +608,14 @@ def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
             "study_table": latex(table.study_table),
             "slowest": {**slow, "s": slow["text"]},
             "fastest": {**fast, "s": fast["text"]},
-            "slow_over_fast": factor(slow["s"] / fast["s"]),
-            "our_input": latex(shape_text(spec.input_shape)),
-            "study_input": latex(shape_text(study_shape)),
-            "input_factor": factor(input_factor),
+            "slow_over_fast": fmt.factor(slow["s"] / fast["s"]),
+            "our_input": latex(fmt.shape_text(spec.input_shape)),
+            "study_input": latex(fmt.shape_text(study_shape)),
+            "input_factor": fmt.factor(input_factor),
             "our_rows": jacobian_rows_used(cells, model), "study_rows": spec.n_outputs,
-            "rows_factor": factor(rows_factor), "both_factor": factor(rows_factor * input_factor),
+            "rows_factor": fmt.factor(rows_factor), "both_factor": fmt.factor(rows_factor * input_factor),
             "closest": [closest(s, mine, extrapolated) for s in study],
-            "extrapolated": [{"label": c["label"], "s": seconds(c["s"])} for c in extrapolated],
+            "extrapolated": [{"label": c["label"], "s": fmt.number(c["s"])} for c in extrapolated],
             "block": first_block_heading(ours[ours["model"] == model]),
             "measured": bool(mine),
         })
@@ -703,8 +628,8 @@ def closest(published: dict, mine: list, extrapolated: list) -> dict:
         if not cells:
             return {"label": "n/a", "s": "n/a", "ratio": "n/a"}
         best = min(cells, key=lambda c: abs(math.log(c["s"] / published["s"])))
-        return {"label": best["label"], "s": seconds(best["s"]),
-                "ratio": far_ratio(best["s"] / published["s"])}
+        return {"label": best["label"], "s": fmt.number(best["s"]),
+                "ratio": fmt.ratio(best["s"] / published["s"])}
     return {"study": published["label"], "study_s": published["text"],
             "measured": nearest(mine), "extrapolated": nearest(extrapolated)}
 
@@ -725,7 +650,7 @@ def models_context(measured: set, cells=None) -> list[dict]:
         jacobian_cells = None if cells is None else cells[cells["task"].map(
             lambda t: TASKS[t].derivative == "jacobian")]
         rows_used = run_sizes(jacobian_cells, name, "jacobian_rows", spec.n_jacobian_rows)
-        jacobian = f"{rows_used} × {shape_text(spec.input_shape)}"
+        jacobian = f"{rows_used} × {fmt.shape_text(spec.input_shape)}"
         if rows_used != str(spec.n_outputs):
             jacobian += f" (of {spec.n_outputs} rows)"
         loss_cells = None if cells is None else cells[cells["task"].map(
@@ -792,7 +717,7 @@ def choices_context(cells: pd.DataFrame | None) -> list[dict]:
 
 
 def parse_choices(blob) -> dict:
-    if missing_text(blob):
+    if fmt.blank(blob):
         return {}
     try:
         parsed = json.loads(blob)
@@ -821,30 +746,30 @@ def gradient_summary(gradients: pd.DataFrame, default_tolerance) -> dict:
         per_model.append({
             "model": latex(MODELS[model].label if model in MODELS else model),
             "n": len(g), "n_passed": int(passed[g.index].sum()),
-            "max_rel_error": sci(g_ok["max_rel_error"].max()) if len(g_ok) else "n/a",
-            "ref_rel_error": sci(g_ok["ref_rel_error"].max()) if has_ref and len(g_ok)
+            "max_rel_error": fmt.scientific(g_ok["max_rel_error"].max(), tex=True) if len(g_ok) else "n/a",
+            "ref_rel_error": fmt.scientific(g_ok["ref_rel_error"].max(), tex=True) if has_ref and len(g_ok)
             else "n/a",
-            "tolerance": sci(g["tolerance"].max()) if has_tol else sci(default_tolerance),
+            "tolerance": fmt.scientific(g["tolerance"].max(), tex=True) if has_tol else fmt.scientific(default_tolerance, tex=True),
         })
     order = {m: i for i, m in enumerate(MODELS)}
     per_model.sort(key=lambda r: order.get(r["model"], len(order)))
     failed = gradients[~passed]
     listed = [
         latex(f"{r.framework}/{r.mode} vs "
-              f"{'nothing' if missing_text(r.reference) else r.reference}, {r.model}, {r.task}, "
-              f"{r.device}, {unit_threads(r.threads)}, seed {r.seed}: {r.status}")
-        + ("" if missing(r.max_rel_error) else f" ({sci(r.max_rel_error)})")
+              f"{'nothing' if fmt.blank(r.reference) else r.reference}, {r.model}, {r.task}, "
+              f"{r.device}, {fmt.threads_text(r.threads)}, seed {r.seed}: {r.status}")
+        + ("" if missing(r.max_rel_error) else f" ({fmt.scientific(r.max_rel_error, tex=True)})")
         for r in failed.head(10).itertuples()
     ]
     errors = ok["max_rel_error"].dropna() if len(ok) else pd.Series(dtype=float)
     worst = gradients.loc[errors.idxmax()] if len(errors) else None
     return {
-        "tolerance": "per model (see the table)" if has_tol else sci(default_tolerance),
+        "tolerance": "per model (see the table)" if has_tol else fmt.scientific(default_tolerance, tex=True),
         "has_reference": has_ref, "per_model": per_model,
         "n_compared": len(gradients), "n_passed": int(passed.sum()), "n_failed": len(failed),
         "all_passed": bool(len(gradients)) and bool(passed.all()),
-        "max_rel_error": sci(errors.max() if len(errors) else math.nan),
-        "max_ref_error": sci(ok["ref_rel_error"].max()) if has_ref and len(ok) else "n/a",
+        "max_rel_error": fmt.scientific(errors.max() if len(errors) else math.nan, tex=True),
+        "max_ref_error": fmt.scientific(ok["ref_rel_error"].max(), tex=True) if has_ref and len(ok) else "n/a",
         "worst": latex(f"{worst['framework']}/{worst['mode']} vs {worst['reference']}, "
                        f"{worst['model']}, {worst['task']}") if worst is not None else "n/a",
         "references": latex(", ".join(sorted(str(r) for r in gradients["reference"].dropna()
@@ -868,12 +793,10 @@ def first_iteration_summary(first: pd.DataFrame) -> list[dict]:
                       list(FRAMEWORKS).index(f) if f in FRAMEWORKS else 99,
                       list(TASKS).index(task) if task in TASKS else 99),
             "n_cells": len(g),
-            "first_ms": "n/a" if g["first_step_s"].dropna().empty
-            else tbl.fmt_number(g["first_step_s"].median() * 1e3),
-            "median_ms": "n/a" if g["median_step_s"].dropna().empty
-            else tbl.fmt_number(g["median_step_s"].median() * 1e3),
-            "ratio_median": factor(r.median() if len(r) else math.nan),
-            "ratio_max": factor(r.max() if len(r) else math.nan),
+            "first_ms": fmt.milliseconds(g["first_step_s"].median()),
+            "median_ms": fmt.milliseconds(g["median_step_s"].median()),
+            "ratio_median": fmt.factor(r.median() if len(r) else math.nan),
+            "ratio_max": fmt.factor(r.max() if len(r) else math.nan),
         })
     return sorted(rows, key=lambda row: row["order"])
 
@@ -895,16 +818,16 @@ def threads_check(cells: pd.DataFrame | None) -> dict | None:
             for threads, g in mine.groupby("threads"):
                 busy = g["cpu_utilisation"]
                 rows.append({"mode": pair_label(f, m), "threads": int(threads), "n": len(g),
-                             "median": f"{busy.median():.2f}", "max": f"{busy.max():.2f}"})
+                             "median": fmt.number(busy.median(), 2), "max": fmt.number(busy.max(), 2)})
                 if busy.max() > threads + CORES_OVER_THREADS:
-                    over.append(f"{pair_label(f, m)} ({unit_threads(threads)}: up to "
-                                f"{busy.max():.2f} cores)")
+                    over.append(f"{pair_label(f, m)} ({fmt.threads_text(threads)}: up to "
+                                f"{fmt.number(busy.max(), 2)} cores)")
     return {"rows": rows, "over": over, "margin": f"{CORES_OVER_THREADS:g}"} if rows else None
 
 
 def figure_focus(first: pd.DataFrame) -> str:
     """The models and tasks the first-iterations figure draws (the same rule as figures.py)."""
-    rows = tbl.focus_rows(first)
+    rows = focus_rows(first)
     models = [MODELS[m].label for m in MODELS if m in set(rows["model"])]
     tasks = [TASKS[t].label for t in TASKS if t in set(rows["task"])]
     return latex(f"{', '.join(models)}; task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}")
@@ -915,7 +838,7 @@ def compiled_first_max(first: pd.DataFrame) -> str:
                 and FRAMEWORKS[f].modes[m].compiled for f, m in zip(first["framework"],
                                                                     first["mode"])]
     values = first.loc[compiled, "first_over_median"].dropna()
-    return factor(values.max() if len(values) else math.nan)
+    return fmt.factor(values.max() if len(values) else math.nan)
 
 
 def setup_context(env: dict) -> dict:
@@ -957,7 +880,7 @@ def study_context(claims: dict) -> dict:
     return {"n_trials": claims.get("n_trials", "n/a"),
             "first_iteration_factor": claims.get("first_iteration_factor", "n/a"),
             "n_batches": claims.get("n_batches", "n/a"),
-            "gradient_agreement": sci(claims.get("gradient_agreement"))}
+            "gradient_agreement": fmt.scientific(claims.get("gradient_agreement"), tex=True)}
 
 
 def build_context(args) -> dict:

@@ -13,9 +13,10 @@ Nothing here lists frameworks or models of its own: every side is derived from s
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
 
 from adbench import spec
+from adbench.formatting import percent
+from adbench.selection import pairs
 
 # "Costs the same": within 10%, the margin the H0 section has always used.
 EQUAL_MARGIN = 0.10
@@ -55,16 +56,6 @@ def side(framework: str, mode: str, model: str, task: str, prefer: str = "step_s
     return Side(framework, mode, model, task, quantity_of(framework, mode, task, prefer))
 
 
-def pairs(frameworks=None, compiled=None) -> Iterator[tuple[str, str]]:
-    """(framework, mode) of the spec, optionally only some frameworks or compiled modes."""
-    for framework, info in spec.FRAMEWORKS.items():
-        if frameworks is not None and framework not in frameworks:
-            continue
-        for mode, mode_info in info.modes.items():
-            if compiled is None or mode_info.compiled == compiled:
-                yield framework, mode
-
-
 def table(name: str) -> spec.TableInfo:
     return next(t for t in spec.TABLES if t.name == name)
 
@@ -87,7 +78,7 @@ def hypothesis_0() -> Claim:
         "hypothesis0",
         f"the {spec.TASKS[second].label} over {spec.TASKS[first].label} ({h0.quantity}) of "
         f"every model and every (framework, mode) measured, equal within "
-        f"{EQUAL_MARGIN:.0%}",
+        f"{percent(EQUAL_MARGIN)}",
         "equal",
         tuple(Comparison(side(f, m, model, second, h0.quantity),
                          side(f, m, model, first, h0.quantity))

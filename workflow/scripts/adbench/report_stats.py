@@ -13,19 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from adbench import formatting as fmt
 from adbench import inference
 from adbench import tables as tbl
 from adbench.claims import CLAIMS, EQUAL_MARGIN
+from adbench.formatting import latex
 from adbench.spec import MODELS, TASKS
-
-latex = tbl.latex
-
-
-def interval_text(point, low, high) -> str:
-    """'1.23 [1.10, 1.35]' (three significant digits), 'n/a' when not measured."""
-    if tbl.missing(point):
-        return "n/a"
-    return f"{tbl.fmt_number(point)} [{tbl.fmt_number(low)}, {tbl.fmt_number(high)}]"
 
 
 def geometric_mean_text(found: dict, sides: list[tuple[tuple, tuple]],
@@ -37,12 +30,8 @@ def geometric_mean_text(found: dict, sides: list[tuple[tuple, tuple]],
     if not intervals:
         return "n/a"
     mean = inference.geometric_mean_interval(intervals, confidence)
-    return (interval_text(mean.point, mean.low, mean.high)
+    return (fmt.ratio(mean.point, mean.low, mean.high)
             + ("" if mean.excludes_one else ", within noise"))
-
-
-def percent(value) -> str:
-    return "n/a" if tbl.missing(value) else f"{100 * value:.0f}\\%"
 
 
 def claim_words(key: str, published: dict) -> dict:
@@ -78,7 +67,7 @@ def verdicts_context(claims: pd.DataFrame, comparisons: pd.DataFrame, published:
             "counts": latex(f"{int(r['n_supported'])}/{int(r['n_contradicted'])}/"
                             f"{int(r['n_inconclusive'])}"),
             "n_not_measured": int(r["n_not_measured"]),
-            "ratio": interval_text(r["ratio"], r["low"], r["high"]),
+            "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
         })
     measured = comparisons[comparisons["verdict"] != "not measured"]
     several = measured[["device", "threads"]].drop_duplicates().shape[0] > 1
@@ -94,12 +83,12 @@ def verdicts_context(claims: pd.DataFrame, comparisons: pd.DataFrame, published:
             "claim": names.get(r["claim"], latex(r["claim"])),
             "numerator": latex(side_label(r, "numerator")),
             "denominator": latex(side_label(r, "denominator")),
-            "block": latex(f"{r['device']}, {r['threads']} thread(s)") if several else "",
-            "ratio": interval_text(r["ratio"], r["low"], r["high"]),
+            "block": latex(fmt.block(r["device"], r["threads"])) if several else "",
+            "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
             "verdict": latex(r["verdict"]),
         } for _, r in measured.iterrows()],
-        "confidence": percent(confidence),
-        "margin": percent(EQUAL_MARGIN),
+        "confidence": fmt.percent(confidence, tex=True),
+        "margin": fmt.percent(EQUAL_MARGIN, tex=True),
     }
 
 
@@ -107,19 +96,15 @@ def statistics_context(env: dict) -> dict:
     """The analysis settings and how many cells the flags caught."""
     rules = env.get("statistics", {})
     return {
-        "confidence": percent(rules.get("confidence")),
+        "confidence": fmt.percent(rules.get("confidence"), tex=True),
         "replicates": rules.get("bootstrap_replicates", "n/a"),
-        "noise_threshold": percent(rules.get("noise_threshold")),
+        "noise_threshold": fmt.percent(rules.get("noise_threshold"), tex=True),
         "warmup_window": rules.get("warmup_window", "n/a"),
-        "warmup_tolerance": percent(rules.get("warmup_tolerance")),
+        "warmup_tolerance": fmt.percent(rules.get("warmup_tolerance"), tex=True),
         "n_ok": env.get("n_ok", "n/a"),
         "n_noisy": env.get("n_noisy", "n/a"),
         "n_warmup_short": env.get("n_warmup_short", "n/a"),
     }
-
-
-def microseconds(seconds) -> str:
-    return "n/a" if tbl.missing(seconds) else tbl.fmt_number(seconds * 1e6)
 
 
 def validation_context(path: str | None) -> dict | None:
@@ -137,17 +122,16 @@ def validation_context(path: str | None) -> dict | None:
         "comparisons": [{
             "what": latex(f"{c['framework']} {c['quantity'].removesuffix('_s')}"),
             "timer": latex(c["independent_timer"]),
-            "ratio": tbl.fmt_ratio(c["ratio_median"]),
-            "spread": latex(", ".join(f"{x:.3f}" for x in c["ratios"])),
-            "ok": c["within_target"], "target": percent(c["target"]),
+            "ratio": fmt.ratio(c["ratio_median"]),
+            "spread": latex(", ".join(fmt.number(x, 3) for x in c["ratios"])),
+            "ok": c["within_target"], "target": fmt.percent(c["target"], tex=True),
         } for c in found.get("comparisons", [])],
-        "null_split_us": microseconds(null.get("split_timer_median_s")),
-        "null_whole_us": microseconds(null.get("whole_timer_median_s")),
-        "null_fraction": (f"{tbl.fmt_number(100 * null['fraction_of_fastest'], None)}\\%"
-                          if not tbl.missing(null.get("fraction_of_fastest")) else "n/a"),
+        "null_split_us": fmt.microseconds(null.get("split_timer_median_s")),
+        "null_whole_us": fmt.microseconds(null.get("whole_timer_median_s")),
+        "null_fraction": fmt.percent(null.get("fraction_of_fastest"), places=None, tex=True),
         "null_ok": bool(null.get("within_target")),
         "interference": None if not interference else {
-            "ratio": tbl.fmt_ratio(interference.get("ratio_median", math.nan)),
+            "ratio": fmt.ratio(interference.get("ratio_median", math.nan)),
             "ok": bool(interference.get("within_noise")),
             "n": len(interference.get("cells", [])),
         },

@@ -29,16 +29,13 @@ Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
 from __future__ import annotations
 
 import math
-import unicodedata
 
 import pandas as pd
 
+from adbench import formatting as fmt
 from adbench import inference, stats
-from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, timed_quantities
-
-# Seconds -> a table's unit; the units are the study's own (TableInfo.unit).
-UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "1e-5 s": 1e5}
-UNIT_TEXT = {"s": "s", "ms": "ms", "us": "µs", "1e-5 s": "10^-5 s"}
+from adbench.selection import table_modes
+from adbench.spec import FRAMEWORKS, MODELS, TASKS, TableInfo, timed_quantities
 
 STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median", "iqr")
 RATIOS = ("improvement", "improvement_study_style", "task_ratio")
@@ -53,10 +50,6 @@ EMPTY_NOTE = "Not measured in this run: no cell of this table is in the config."
 
 
 # ----------------------------------------------------------------------------- spec facts
-def unit_scale(unit: str) -> float:
-    return UNIT_SCALE[unit]
-
-
 def mode_label(framework: str, mode: str) -> str:
     return FRAMEWORKS[framework].modes[mode].label
 
@@ -64,13 +57,6 @@ def mode_label(framework: str, mode: str) -> str:
 def column_label(framework: str, mode: str) -> str:
     """'PyTorch (TorchScript)': how a (framework, mode) column is headed."""
     return f"{FRAMEWORKS[framework].label} ({mode_label(framework, mode)})"
-
-
-def table_modes(table: TableInfo) -> list[tuple[str, str]]:
-    """The (framework, mode) pairs a table may show, in spec order."""
-    return [(f, m) for f, info in FRAMEWORKS.items() for m, mode in info.modes.items()
-            if (table.compiled is None or mode.compiled == table.compiled)
-            and (table.frameworks is None or f in table.frameworks)]
 
 
 def eager_mode_of(framework: str) -> str | None:
@@ -102,16 +88,6 @@ def spec_order(column: pd.Series) -> pd.Series:
 
 
 # ----------------------------------------------------------------------------- selection
-def focus_rows(data: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the first spec table whose models and tasks are present (the study's MLP
-    backward passes when measured), else all: what the first-iterations figure draws."""
-    for table in TABLES:
-        rows = data[data["model"].isin(table.models) & data["task"].isin(table.tasks)]
-        if len(rows):
-            return rows
-    return data
-
-
 def table_cells(table: TableInfo, cells: pd.DataFrame) -> pd.DataFrame:
     """The cells (every status) that belong to a table."""
     allowed = set(table_modes(table))
@@ -225,7 +201,7 @@ def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFr
     counts = ok.groupby(keys, observed=True).agg(
         n_noisy=("noisy", "sum"), n_warmup_short=("warmup_short", "sum"),
         n_ok=("status", "size")).reset_index()
-    above = "" if noise_threshold is None else f" above {noise_threshold:.0%}"
+    above = "" if noise_threshold is None else f" above {fmt.percent(noise_threshold)}"
 
     def words(r) -> str:
         said = []
@@ -280,7 +256,7 @@ def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame,
     tidy["flags"] = tidy["flags"].fillna("")
     tidy[["n_noisy", "n_warmup_short"]] = tidy[["n_noisy", "n_warmup_short"]].fillna(0)
     for name in STATISTICS + ("first_step", "first_step_sd"):
-        tidy[name] = pd.to_numeric(tidy[f"{name}_s"], errors="coerce") * unit_scale(table.unit)
+        tidy[name] = pd.to_numeric(tidy[f"{name}_s"], errors="coerce") * fmt.unit_scale(table.unit)
     if not table.first_step:
         tidy[["first_step", "first_step_sd"]] = math.nan
     tidy = add_labels(tidy, table)
@@ -290,61 +266,20 @@ def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame,
     return sort_rows(tidy)[TIDY_COLUMNS]
 
 
-# ----------------------------------------------------------------------------- formatting
-def missing(value) -> bool:
-    try:
-        return value is None or math.isnan(float(value))
-    except (TypeError, ValueError):
-        return True
-
-
-def decimals(value: float, digits: int = 3) -> int:
-    """Decimals that show `digits` significant digits (none for numbers from 10**digits)."""
-    if missing(value) or value == 0:
-        return 0
-    return max(0, digits - 1 - math.floor(math.log10(abs(value))))
-
-
-def fmt_number(value: float, places: int | None = None) -> str:
-    if missing(value):
-        return "n/a"
-    return f"{value:.{decimals(value) if places is None else places}f}"
-
-
-def fmt_pm(mean: float, sd: float, pm: str = "±") -> str:
-    """'686 ± 21' in the study's style (sd with the mean's decimals); 'n/a' when missing."""
-    if missing(mean):
-        return "n/a"
-    places = decimals(mean)
-    return fmt_number(mean, places) + ("" if missing(sd) else f" {pm} {fmt_number(sd, places)}")
-
-
-def fmt_ratio(value: float, low: float = math.nan, high: float = math.nan) -> str:
-    """'1.23', or '1.23 [1.10, 1.35]' with its interval."""
-    if missing(value):
-        return "n/a"
-    return f"{value:.2f}" + ("" if missing(low) or missing(high) else
-                             f" [{low:.2f}, {high:.2f}]")
-
-
-def fmt_ratio_of(r, name: str) -> str:
-    """A row's ratio `name` with its interval."""
-    return fmt_ratio(r[name], r.get(f"{name}_low", math.nan), r.get(f"{name}_high", math.nan))
-
-
+# ----------------------------------------------------------------------------- layouts
 def title_with_unit(table: TableInfo) -> str:
-    return f"{table.title} ({UNIT_TEXT.get(table.unit, table.unit)})"
+    return f"{table.title} ({fmt.unit_text(table.unit)})"
 
 
 def row_key(r, index: list[str]) -> tuple:
     return tuple(r[c] for c in index) + (r["model_label"], r["n_parameters"], r["task_label"])
 
 
-def wide_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataFrame:
-    return (rows_table if table.layout == "rows" else columns_table)(tidy, table, pm)
+def wide_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
+    return (rows_table if table.layout == "rows" else columns_table)(tidy, table)
 
 
-def rows_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataFrame:
+def rows_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     """Rows: model x (framework, mode) (in device/threads blocks when several); columns: the
     tasks' means, then time to first step, improvement and task ratio where the table has them."""
     index = [c for c in ("device", "threads") if tidy[c].nunique() > 1]
@@ -354,21 +289,21 @@ def rows_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataF
         key = (*(r[c] for c in index), r["model_label"], r["n_parameters"],
                column_label(r["framework"], r["mode"]))
         row = rows.setdefault(key, {})
-        row[f"{r['task_label']} mean"] = fmt_pm(r["mean"], r["mean_sd"], pm)
+        row[f"{r['task_label']} mean"] = fmt.pm(r["mean"], r["mean_sd"])
         if table.first_step:
-            row[f"{r['task_label']} first step"] = fmt_pm(r["first_step"], r["first_step_sd"], pm)
+            row[f"{r['task_label']} first step"] = fmt.pm(r["first_step"], r["first_step_sd"])
         if table.improvement:
-            row[f"{r['task_label']} step/step"] = (fmt_ratio_of(r, "improvement")
+            row[f"{r['task_label']} step/step"] = (fmt.ratio_of(r, "improvement")
                                                    if r["compiled"] else "")
         if tasks and r["task"] == tasks[1]:
-            row[f"{tasks[1]}/{tasks[0]}"] = fmt_ratio_of(r, "task_ratio")
+            row[f"{tasks[1]}/{tasks[0]}"] = fmt.ratio_of(r, "task_ratio")
     wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
     wide.index = pd.MultiIndex.from_tuples(
         wide.index, names=index + ["model", "# parameters", "framework (mode)"])
     return wide.reset_index()
 
 
-def columns_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.DataFrame:
+def columns_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     """Rows: model x task (in device/threads blocks when several); columns: mode x statistic."""
     index = [c for c in ("device", "threads") if tidy[c].nunique() > 1]
     tasks = ratio_tasks(table)
@@ -376,13 +311,13 @@ def columns_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.Da
     for _, r in tidy.iterrows():
         label = column_label(r["framework"], r["mode"])
         row = rows.setdefault(row_key(r, index), {})
-        row[f"{label} mean"] = fmt_pm(r["mean"], r["mean_sd"], pm)
-        row[f"{label} std"] = fmt_pm(r["std"], r["std_sd"], pm)
+        row[f"{label} mean"] = fmt.pm(r["mean"], r["mean_sd"])
+        row[f"{label} std"] = fmt.pm(r["std"], r["std_sd"])
         if table.improvement and r["compiled"]:
-            row[f"{label} step/step"] = fmt_ratio_of(r, "improvement")
-            row[f"{label} bwd/step"] = fmt_ratio_of(r, "improvement_study_style")
+            row[f"{label} step/step"] = fmt.ratio_of(r, "improvement")
+            row[f"{label} bwd/step"] = fmt.ratio_of(r, "improvement_study_style")
         if tasks:
-            row[f"{label} {tasks[1]}/{tasks[0]}"] = (fmt_ratio_of(r, "task_ratio")
+            row[f"{label} {tasks[1]}/{tasks[0]}"] = (fmt.ratio_of(r, "task_ratio")
                                                       if r["task"] == tasks[1] else "")
     wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
     wide.index = pd.MultiIndex.from_tuples(wide.index,
@@ -394,7 +329,7 @@ def columns_table(tidy: pd.DataFrame, table: TableInfo, pm: str = "±") -> pd.Da
 def notes_of(tidy: pd.DataFrame) -> list[str]:
     """What is not ok (note) or worth knowing (flags), per condition."""
     return [f"{column_label(r.framework, r.mode)}, {r.model_label}, {r.task_label}, "
-            f"{r.device}, {r.threads} thread(s): {text}"
+            f"{fmt.block(r.device, r.threads)}: {text}"
             for r in tidy.itertuples()
             for text in (r.note, getattr(r, "flags", "")) if isinstance(text, str) and text]
 
@@ -408,35 +343,13 @@ def to_markdown(tidy: pd.DataFrame, table: TableInfo) -> str:
     return "\n".join([title, "", body, *([""] + notes if notes else []), ""])
 
 
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-    "±": r"$\pm$", "µ": r"\textmu{}", "μ": r"\textmu{}", "×": r"$\times$", "→": r"$\to$",
-    "–": "--", "—": "---", "…": r"\dots{}", "≤": r"$\le$", "≥": r"$\ge$", "§": r"\S{}",
-}
-
-
-def latex(value) -> str:
-    """Escape a text value for LaTeX; characters pdflatex may not know are folded to ASCII."""
-    out = []
-    for ch in str(value):
-        if ch in _LATEX_SPECIAL:
-            out.append(_LATEX_SPECIAL[ch])
-        elif ord(ch) < 128:
-            out.append(ch)
-        else:  # an unknown glyph would stop the build: keep its ASCII base letter, or '?'
-            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
-                       or "?")
-    return "".join(out)
-
-
 def to_latex(tidy: pd.DataFrame, table: TableInfo) -> str:
     if tidy.empty:
         return f"% {table.title}: {EMPTY_NOTE}\n"
     wide = wide_table(tidy, table)
     # Braced: a cell starting with "[" right after \\ or \midrule is read as an optional argument.
-    wide = wide.map(lambda v: "{" + latex(v) + "}")
-    wide.columns = [latex(c) for c in wide.columns]
+    wide = wide.map(lambda v: "{" + fmt.latex(v) + "}")
+    wide.columns = [fmt.latex(c) for c in wide.columns]
     return wide.style.hide(axis="index").to_latex(hrules=True, column_format="l" * wide.shape[1])
 
 

@@ -1,0 +1,198 @@
+"""How the tables, the figures and the paper write numbers, ratios, intervals, ± and units.
+
+One home, so that a number reads the same wherever it is printed.  Every function writes plain
+text; `tex=True` gives the form the paper's LaTeX needs (escaped, siunitx units and numbers,
+an interval in small type inside a table cell).  A number that is missing reads "n/a".
+
+The rules: measured numbers and ratios keep three significant digits ("686", "0.934", "1.23",
+"0.0240", "709"), an sd takes its mean's decimals ("686 ± 21"), an interval's ends keep
+their own ("1.23 [1.10, 1.35]"), a rough factor is whole from 10 up ("48", "4.9"), a share is
+a whole percentage ("10%").
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+
+NA = "n/a"
+NOTHING = "–"  # a published cell the study left empty
+PLUS_MINUS = "±"
+
+# Seconds -> a unit the study printed its tables in (spec.TableInfo.unit), and its name.
+UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "1e-5 s": 1e5}
+UNIT_TEXT = {"s": "s", "ms": "ms", "us": "µs", "1e-5 s": "10^-5 s"}
+UNIT_LATEX = {
+    "s": r"\si{\second}",
+    "ms": r"\si{\milli\second}",
+    "us": r"\si{\micro\second}",
+    "1e-5 s": r"$10^{-5}$\,\si{\second}",
+}
+
+
+# ----------------------------------------------------------------------------- missing values
+def missing(value) -> bool:
+    """A number that is not there: None, NaN, or text that is not a number."""
+    try:
+        return value is None or math.isnan(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def blank(value) -> bool:
+    """Text that is not there: None, NaN (pandas' empty cell) or ''."""
+    return value is None or (isinstance(value, float) and math.isnan(value)) or str(value) == ""
+
+
+# ----------------------------------------------------------------------------- numbers
+def decimals(value: float, digits: int = 3) -> int:
+    """Decimals that show `digits` significant digits (none for numbers from 10**digits)."""
+    if missing(value) or value == 0 or math.isinf(value):
+        return 0
+    return max(0, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def number(value, places: int | None = None) -> str:
+    """Three significant digits ('0.934', '2450'), or `places` decimals."""
+    if missing(value):
+        return NA
+    return f"{value:.{decimals(value) if places is None else places}f}"
+
+
+def pm(mean, sd, tex: bool = False) -> str:
+    """'686 ± 21' in the study's style (sd with the mean's decimals); the mean alone when one
+    seed gave no sd."""
+    if missing(mean):
+        return NA
+    places = decimals(mean)
+    text = number(mean, places) + ("" if missing(sd) else f" {PLUS_MINUS} {number(sd, places)}")
+    return latex(text) if tex else text
+
+
+def verbatim_pm(mean, sd, tex: bool = False) -> str:
+    """A published cell exactly as the study printed it: its mean, and '± sd' where it gave
+    one; a dash where it gave nothing."""
+    if blank(mean):
+        text = NOTHING
+    else:
+        text = str(mean) + ("" if blank(sd) else f" {PLUS_MINUS} {sd}")
+    return latex(text) if tex else text
+
+
+def ratio(value, low=math.nan, high=math.nan, tex: bool = False) -> str:
+    """'1.23', or '1.23 [1.10, 1.35]' with its interval; in LaTeX the interval is set small,
+    '1.23\\,{\\tiny[1.10, 1.35]}', to keep table columns narrow."""
+    if missing(value):
+        return NA
+    if missing(low) or missing(high):
+        return number(value)
+    ends = f"[{number(low)}, {number(high)}]"
+    return f"{number(value)}\\,{{\\tiny{ends}}}" if tex else f"{number(value)} {ends}"
+
+
+def ratio_of(row, name: str, tex: bool = False) -> str:
+    """A row's ratio `name` with its interval (columns <name>_low and <name>_high)."""
+    return ratio(row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high"), tex)
+
+
+def span(values, tex: bool = False) -> str:
+    """'1.30–1.50' over several ratios, a single value when they agree, 'n/a' when none."""
+    values = sorted(float(v) for v in values if not missing(v))
+    if not values:
+        return NA
+    low, high = number(values[0]), number(values[-1])
+    text = low if low == high else f"{low}–{high}"
+    return latex(text) if tex else text
+
+
+def factor(value) -> str:
+    """A rough factor like the study's '~50x': whole numbers from 10 up, one decimal below."""
+    return NA if missing(value) else f"{value:.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def percent(value, places: int | None = 0, tex: bool = False) -> str:
+    """A share as a percentage: '95%' (whole), or three significant digits with places=None."""
+    text = NA if missing(value) else f"{number(100 * value, places)}%"
+    return latex(text) if tex else text
+
+
+def scientific(value, tex: bool = False) -> str:
+    """A small error or tolerance: '1.2e-06', for siunitx '\\num{1.2e-06}'."""
+    if missing(value):
+        return NA
+    return f"\\num{{{value:.1e}}}" if tex else f"{value:.1e}"
+
+
+# ----------------------------------------------------------------------------- units, counts
+def unit_scale(unit: str) -> float:
+    """Seconds -> `unit`."""
+    return UNIT_SCALE[unit]
+
+
+def unit_text(unit: str, tex: bool = False) -> str:
+    """'µs' (plain), '\\si{\\micro\\second}' (LaTeX)."""
+    if tex:
+        return UNIT_LATEX.get(unit, latex(unit))
+    return UNIT_TEXT.get(unit, unit)
+
+
+def microseconds(seconds) -> str:
+    return number(seconds * unit_scale("us")) if not missing(seconds) else NA
+
+
+def milliseconds(seconds) -> str:
+    return number(seconds * unit_scale("ms")) if not missing(seconds) else NA
+
+
+def threads_text(n) -> str:
+    """'1 thread', '4 threads'."""
+    return f"{n} thread" + ("" if str(n) == "1" else "s")
+
+
+def block(device, threads) -> str:
+    """A (device, threads) block of the grid: 'cpu, 4 threads'."""
+    return f"{device}, {threads_text(threads)}"
+
+
+def shape_text(shape) -> str:
+    """'3×32×32'."""
+    return "×".join(str(n) for n in shape)
+
+
+# ----------------------------------------------------------------------------- LaTeX
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "µ": r"\textmu{}",
+    "μ": r"\textmu{}",
+    "×": r"$\times$",
+    "→": r"$\to$",
+    "–": "--",
+    "—": "---",
+    "…": r"\dots{}",
+    "≤": r"$\le$",
+    "≥": r"$\ge$",
+    "§": r"\S{}",
+}
+
+
+def latex(value) -> str:
+    """Escape a text value for LaTeX; characters pdflatex may not know are folded to ASCII."""
+    out = []
+    for ch in str(value):
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ord(ch) < 128:
+            out.append(ch)
+        else:  # an unknown glyph would stop the build: keep its ASCII base letter, or '?'
+            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?")
+    return "".join(out)
