@@ -482,45 +482,18 @@ def test_a_cell_over_its_time_budget_is_recorded_timeout(run):
     assert all(provenance(run, c)["status"] == "ok" for c in cells)
 
 
+# One fault of each kind of check, to show that common.smk makes them before any job;
+# tests/test_run_config.py checks every fault of adbench/config.py without Snakemake.
 @pytest.mark.parametrize(
     "override, named",
     [
-        ({"grid": {"frameworks": {"torch": ["graph"]}}},
-         "grid[0].frameworks.torch: mode 'graph'"),
-        ({"grid": {"frameworks": {"caffe": ["eager"]}}}, "unknown framework 'caffe'"),
+        ({"environments": "docker"}, "'docker' is not one of"),  # the schema
+        ({"grid": {"frameworks": {"caffe": ["eager"]}}}, "unknown framework 'caffe'"),  # spec
+        ({"grid": {"threads": [1, 64]}}, "grid[0].threads: 64 exceeds the"),  # the machine
+        ({"results": "report/published"}, "results: 'report/published' lies inside report/"),
         # This Python has PyTorch and TensorFlow only.
         ({"environments": "current", "grid": {"frameworks": {"mxnet": ["eager"]}}},
          "environments: current, but this Python"),
-        ({"grid": {"models": ["resnet9000"]}}, "unknown model 'resnet9000'"),
-        ({"grid": {"tasks": ["hessian"]}}, "grid[0].tasks: unknown task 'hessian'"),
-        ({"grid": {"devices": ["gpu"]}}, "'gpu' is not one of"),
-        ({"workload": {"iterations": 0}}, "iterations"),
-        ({"workload": {"models": {"resnet9000": {"iterations": 1}}}},
-         "workload.models: unknown model 'resnet9000'"),
-        ({"warmup": 3}, "'warmup' was unexpected"),
-        ({"grid": {"threads": [1, 64]}}, "grid[0].threads: 64 exceeds the"),
-        ({"workload": {"models": {"mlp512": {"batch_size": 512, "n_samples": 100}}}},
-         "workload.models.mlp512: batch_size 512 exceeds n_samples 100"),
-        ({"workload": {"models": {"mlp512": {"jacobian_rows": 100000}}}},
-         "workload.models.mlp512.jacobian_rows: 100000 exceeds"),
-        ({"workload": {"budget_s": 0}}, "budget_s"),
-        ({"workload": {"tasks": {"hessian": {"iterations": 3}}}},
-         "workload.tasks: unknown task 'hessian'"),
-        ({"workload": {"tasks": {"backward": {"batch_size": 3}}}},
-         "'batch_size' was unexpected"),
-        ({"grid": {"frameworks": {"torch": []}}}, "'torch'"),
-        ({"grid": {"frameworks": {"torch": ["eager", "eager"]}}}, "non-unique"),
-        ({"grid": {"seeds": [-1]}}, "'seeds'"),
-        ({"grid": {"threads": [0]}}, "'threads'"),
-        ({"every_grid": {"seeds": "zero"}}, "'every_grid'"),
-        ({"environments": "docker"}, "'docker' is not one of"),
-        ({"gradient_check": {"tolerance": -1}}, "'tolerance'"),
-        ({"gradient_check": {"models": {"resnet9000": 1e-3}}},
-         "gradient_check.models: unknown model 'resnet9000'"),
-        ({"figures": {"first_iterations": 1}}, "'first_iterations'"),
-        ({"statistics": {"confidence": 1.5}}, "'confidence'"),
-        ({"statistics": {"bootstrap_replicates": 10}}, "'bootstrap_replicates'"),
-        ({"workload": {"mem_mb": 0}}, "mem_mb"),
     ],
 )
 def test_bad_config_stops_before_any_job_naming_the_fault(tmp_path, override, named):

@@ -60,12 +60,13 @@ def test_a_child_killed_by_sigkill_is_recorded_failed_and_logged(tmp_path):
 
 
 def test_a_hanging_child_is_killed_at_the_budget_and_recorded_timeout(tmp_path):
-    child = [sys.executable, child_script(tmp_path, "time.sleep(120)"),
-             *measure_args(tmp_path)]
-    start = time.monotonic()
+    finished = tmp_path / "finished"
+    child = [sys.executable, child_script(
+        tmp_path, f"time.sleep(120)\nopen({str(finished)!r}, 'w').close()"),
+        *measure_args(tmp_path)]
     done = run_cell(tmp_path, child, budget_s=2)
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - start < 60  # killed at 2 s, not after the child's 120 s
+    assert not finished.exists()  # killed at 2 s, not waited for
     info = schema.read_provenance(str(tmp_path / "raw.parquet"))
     assert info["status"] == "timeout" and "budget of 2 s" in info["message"]
     assert not (tmp_path / "killed.log").exists()  # a timeout is not re-tried by itself
@@ -176,22 +177,21 @@ def test_a_signal_inside_popen_wait_does_not_hang_the_job(tmp_path):
 
 
 def test_a_real_cell_over_its_budget_keeps_the_iterations_it_completed(tmp_path):
-    """measure.py under run_cell, PyTorch eager: a million iterations in a 15 s budget."""
+    """measure.py under run_cell, PyTorch eager: a million iterations in a 10 s budget. It
+    stops itself before the budget (no kill: its own record, the rows it timed)."""
     child = [sys.executable, MEASURE, *measure_args(tmp_path, 10**6, "mlp512", "--budget-s",
-                                                    "15")]
-    start = time.monotonic()
-    done = run_cell(tmp_path, child, budget_s=15,
+                                                    "10")]
+    done = run_cell(tmp_path, child, budget_s=10,
                     env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    wall = time.monotonic() - start
     assert done.returncode == 0, done.stderr
-    assert wall < 15 + 10, wall  # stopped by its own deadline, files written in time
     info = schema.read_provenance(str(tmp_path / "raw.parquet"))
     assert info["status"] == "timeout", info["message"]
-    assert "budget of 15 s" in info["message"] and "of 1000002 iterations" in info["message"]
+    assert "budget of 10 s" in info["message"] and "of 1000002 iterations" in info["message"]
     rows = pq.read_table(tmp_path / "raw.parquet").to_pandas()
+    # Rows: measure.py wrote its own record (a cell killed at the budget has none).
     assert len(rows) > 2 and (rows["phase"] == "measured").any()
     assert np.all(rows["step_s"] > 0)
-    assert info["budget_s"] == 15
+    assert info["budget_s"] == 10
 
 
 def test_a_cell_whose_environment_could_not_be_built_is_recorded_failed(tmp_path):
