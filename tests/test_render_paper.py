@@ -21,6 +21,8 @@ import pytest
 import make_tables
 import make_verdicts
 from adbench import stats
+from adbench.formatting import latex
+from adbench.paper_tables import NOT_IN_GRID
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS
 from test_tables import MISSING_TABLE, fake_iterations_and_cells
 
@@ -129,7 +131,7 @@ def test_no_template_syntax_is_left(tex):
 
 def test_every_spec_table_is_in_the_paper(tex):
     for table in TABLES:
-        assert render_paper.latex(table.title) in tex
+        assert latex(table.title) in tex
         assert (rf"\label{{tab:{table.name}}}" in tex) == (table.name != MISSING_TABLE)
     assert tex.count("Not measured in this run") == 1  # table5_dense: a sentence, no table
 
@@ -150,19 +152,19 @@ def test_not_ok_cells_are_na_with_their_reasons(tex):
     assert "n/a$^{" in tex
     assert "failed: RuntimeError: boom" in tex and "unsupported: CTC: no XLA kernel" in tex
     assert "partial --- 1 of 2 seeds not ok (unsupported: no GPU)" in tex
-    assert render_paper.NOT_IN_GRID in tex  # cnn and lstm of Table 3: the study's rows only
+    assert NOT_IN_GRID in tex  # cnn and lstm of Table 3: the study's rows only
 
 
 def test_models_tasks_and_quantities_come_from_the_spec(tex):
     for spec in MODELS.values():
-        assert render_paper.latex(spec.label) in tex
+        assert latex(spec.label) in tex
         assert str(spec.n_parameters) in tex
-        assert render_paper.latex(spec.choices) in tex
+        assert latex(spec.choices) in tex
     for info in TASKS.values():
-        assert render_paper.latex(info.description) in tex
+        assert latex(info.description) in tex
     for info in FRAMEWORKS.values():
         for mode in info.modes.values():
-            assert render_paper.latex(mode.description) in tex
+            assert latex(mode.description) in tex
     assert r"10 $\times$ 3$\times$32$\times$32 (of 1000 rows)" in tex  # ResNet50's Jacobian
     assert "forward, backward, step" in tex
 

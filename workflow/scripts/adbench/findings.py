@@ -1,0 +1,399 @@
+"""What the paper's text says the results show: the abstract's headline numbers, the study's
+improvement column re-derived, each two-task table's ratios, the hypotheses the verdicts
+judge, and the study's scaled-down models (ResNet50) against our closest cells.
+
+Built from the tidy tables (make_tables.py), the study's published rows, the bootstrap
+replicates and the verdicts (make_verdicts.py); text arrives LaTeX-escaped.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pandas as pd
+
+from adbench import formatting as fmt
+from adbench import inference, report_stats, stats
+from adbench import tables as tbl
+from adbench.claims import EQUAL_MARGIN
+from adbench.formatting import latex, missing
+from adbench.paper_tables import pair_label
+from adbench.selection import first_block, table_modes
+from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo
+
+# What claims.json may say about a hypothesis (keyed by table name); only name and statement
+# are required.
+HYPOTHESIS_FIELDS = {"name": "", "premise": "", "statement": "", "source": ""}
+
+
+def ok_rows(tidy: pd.DataFrame) -> pd.DataFrame:
+    return tidy[tidy["mean"].notna()] if len(tidy) else tidy
+
+
+def published_seconds(row, table: TableInfo) -> float:
+    return float(row["mean"]) / fmt.unit_scale(table.unit)
+
+
+# ----------------------------------------------------------------------------- headline numbers
+def per_model(tidy: pd.DataFrame, pair, value: str) -> pd.Series:
+    rows = tidy[(tidy["framework"] == pair[0]) & (tidy["mode"] == pair[1])]
+    return pd.to_numeric(rows.set_index(["model", "task"])[value], errors="coerce")
+
+
+def condition_key(r, quantity: str, **changes) -> tuple:
+    """A tidy row's key in stats.replicates_by_condition (with some fields changed)."""
+    fields = {**{k: r[k] for k in stats.CONDITION_FIELDS}, **changes}
+    return (*(fields[k] for k in stats.CONDITION_FIELDS), quantity)
+
+
+def column_ratios(
+    table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, found: dict, confidence: float
+) -> list:
+    """Every column over the table's first one, over models: ours (first block; their span and
+    geometric mean with its interval) and the study's."""
+    mine = ok_rows(first_block(ours))
+    pairs = [p for p in table_modes(table) if p in set(zip(mine["framework"], mine["mode"]))]
+    out = []
+    for pair in pairs[1:]:
+        study = published.assign(mean=pd.to_numeric(published["mean"], errors="coerce"))
+        rows = mine[(mine["framework"] == pair[0]) & (mine["mode"] == pair[1])]
+        sides = [
+            (
+                condition_key(r, table.quantity),
+                condition_key(r, table.quantity, framework=pairs[0][0], mode=pairs[0][1]),
+            )
+            for _, r in rows.iterrows()
+        ]
+        out.append(
+            {
+                "column": pair_label(*pair),
+                "baseline": pair_label(*pairs[0]),
+                "ours": fmt.span(
+                    per_model(mine, pair, "mean") / per_model(mine, pairs[0], "mean"), tex=True
+                ),
+                "geomean": report_stats.geometric_mean_text(found, sides, confidence),
+                "study": fmt.span(
+                    per_model(study, pair, "mean") / per_model(study, pairs[0], "mean"), tex=True
+                ),
+            }
+        )
+    return out
+
+
+def improvement_headline(
+    table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, found: dict, confidence: float
+) -> list:
+    """Per compiled column: our two speed-ups over models (first block; like for like also as
+    a geometric mean with its interval), and the study's."""
+    mine = ok_rows(first_block(ours))
+    study = (
+        published.assign(improvement=pd.to_numeric(published["improvement"], errors="coerce"))
+        if "improvement" in published
+        else None
+    )
+
+    def like_for_like(pair) -> list:
+        rows = mine[(mine["framework"] == pair[0]) & (mine["mode"] == pair[1])]
+        eager = tbl.eager_mode_of(pair[0])
+        return [
+            (condition_key(r, "step_s", mode=eager), condition_key(r, "step_s"))
+            for _, r in rows.iterrows()
+        ]
+
+    return [
+        {
+            "column": pair_label(*pair),
+            "ours": fmt.span(per_model(mine, pair, "improvement"), tex=True),
+            "geomean": report_stats.geometric_mean_text(found, like_for_like(pair), confidence),
+            "ours_study_style": fmt.span(
+                per_model(mine, pair, "improvement_study_style"), tex=True
+            ),
+            "study": (
+                fmt.span(per_model(study, pair, "improvement"), tex=True)
+                if study is not None
+                else fmt.NA
+            ),
+        }
+        for pair in table_modes(table)
+        if FRAMEWORKS[pair[0]].modes[pair[1]].compiled
+        and pair in set(zip(mine["framework"], mine["mode"]))
+    ]
+
+
+def headline(data: dict, found: dict, confidence: float) -> dict:
+    """The abstract's numbers: the first measured table of eager columns, of improvements;
+    `found`: stats.replicates_by_condition, for their intervals."""
+    eager = next(
+        (t for t in TABLES if t.compiled is False and not data[t.name]["ours"].empty), None
+    )
+    gains = next((t for t in TABLES if t.improvement and not data[t.name]["ours"].empty), None)
+    return {
+        "eager_table": latex(eager.study_table) if eager else "",
+        "eager_block": first_block_heading(data[eager.name]["ours"]) if eager else "",
+        "eager_ratios": (
+            column_ratios(eager, **data[eager.name], found=found, confidence=confidence)
+            if eager
+            else []
+        ),
+        "improvement_block": first_block_heading(data[gains.name]["ours"]) if gains else "",
+        "improvements": (
+            improvement_headline(gains, **data[gains.name], found=found, confidence=confidence)
+            if gains
+            else []
+        ),
+    }
+
+
+def first_block_heading(tidy: pd.DataFrame) -> str:
+    rows = first_block(tidy)
+    return latex(fmt.block(rows["device"].iloc[0], rows["threads"].iloc[0])) if len(rows) else ""
+
+
+def study_example(data: dict) -> dict | None:
+    """The study's improvement column re-derived: its eager backward mean over its compiled
+    step mean, from the first published row with an improvement and its eager baseline."""
+    for table in TABLES:
+        published = data[table.name]["published"]
+        if "improvement" not in published:
+            continue
+        for _, r in published.iterrows():
+            base = baseline_row(data, r)
+            if base is not None:
+                eager, compiled = float(base["mean"]), float(r["mean"])
+                return {
+                    "eager": latex(base["mean"]),
+                    "compiled": latex(r["mean"]),
+                    "ratio": fmt.number(eager / compiled, 3),
+                    "printed": latex(r["improvement"]),
+                    "column": pair_label(r["framework"], r["mode"]),
+                    "model": latex(MODELS[r["model"]].label),
+                }
+    return None
+
+
+def baseline_row(data: dict, compiled_row):
+    """The study's eager row for the same model, task and framework, in any published table."""
+    eager = tbl.eager_mode_of(compiled_row["framework"])
+    for table in TABLES:
+        published = data[table.name]["published"]
+        match = published[
+            (published["model"] == compiled_row["model"])
+            & (published["task"] == compiled_row["task"])
+            & (published["framework"] == compiled_row["framework"])
+            & (published["mode"] == eager)
+        ]
+        if len(match):
+            return match.iloc[0]
+    return None
+
+
+# ----------------------------------------------------------------------------- ratios, hypotheses
+def ratio_finding(table: TableInfo, ours: pd.DataFrame, claims: dict) -> dict | None:
+    """A two-task table's ratios per model and mode, and a sentence generated from them."""
+    pair = tbl.ratio_tasks(table)
+    if pair is None or ours.empty:
+        return None
+    rows = ours[(ours["task"] == pair[1]) & ours["task_ratio"].notna()]
+    # TODO(spec): a TableInfo.hypothesis field (name, statement, source) would replace
+    # claims.json's "hypotheses", keyed by table name until then.
+    hypothesis = claims.get("hypotheses", {}).get(table.name)
+    if rows.empty:
+        return None
+    several = rows[["device", "threads"]].drop_duplicates().shape[0] > 1
+    conditions = [
+        {
+            "where": latex(condition_label(r, several)),
+            "ratio": float(r.task_ratio),
+            "judged": judge_equal(r),
+            "differs": interval_of(r).excludes_one,
+        }
+        for r in rows.itertuples()
+    ]
+    ratios = [c["ratio"] for c in conditions]
+    within = [c for c in conditions if c["judged"] == inference.SUPPORTED]
+    n_outside = sum(c["judged"] == inference.CONTRADICTED for c in conditions)
+    worst = max(conditions, key=lambda c: abs(math.log(c["ratio"])))
+    return {
+        "table": table.name,
+        "title": latex(table.title),
+        "numerator": latex(TASKS[pair[1]].label),
+        "denominator": latex(TASKS[pair[0]].label),
+        "n": len(conditions),
+        "n_within": len(within),
+        "n_outside": n_outside,
+        "n_noise": len(conditions) - len(within) - n_outside,
+        # the tasks' costs told apart at all: the ratio's interval excludes 1
+        "n_differs": sum(c["differs"] for c in conditions),
+        "within_pct": fmt.percent(EQUAL_MARGIN, tex=True),
+        "span": fmt.span(ratios, tex=True),
+        "low": fmt.ratio(min(ratios)),
+        "high": fmt.ratio(max(ratios)),
+        "median": fmt.ratio(statistics.median(ratios)),
+        "worst": worst["where"],
+        "worst_ratio": fmt.ratio(worst["ratio"]),
+        "within": [c["where"] for c in within],
+        "verdict": verdict(len(within), n_outside, len(conditions)),
+        "hypothesis": (
+            {k: latex(v) for k, v in {**HYPOTHESIS_FIELDS, **hypothesis}.items()}
+            if hypothesis
+            else None
+        ),
+    }
+
+
+def table_findings(data: dict, study: dict) -> list[dict]:
+    """ratio_finding of every two-task table this run measured."""
+    found = (ratio_finding(t, data[t.name]["ours"], study) for t in TABLES)
+    return [f for f in found if f is not None]
+
+
+def condition_label(r, with_block: bool) -> str:
+    """'MLP 512, PyTorch (eager)' for a row with model, framework and mode; with its block
+    (', cpu, 4 threads') when the rows span several."""
+    label = f"{MODELS[r.model].label}, {tbl.column_label(r.framework, r.mode)}"
+    return label + (f", {fmt.block(r.device, r.threads)}" if with_block else "")
+
+
+def interval_of(r) -> inference.Interval:
+    """A tidy row's task ratio and its bootstrap interval (the ratio alone, as a point, in
+    tables written without intervals)."""
+    low, high = (getattr(r, "task_ratio_low", math.nan), getattr(r, "task_ratio_high", math.nan))
+    if missing(low) or missing(high):
+        low = high = r.task_ratio
+    return inference.Interval(r.task_ratio, low, high, None)
+
+
+def judge_equal(r) -> str:
+    """Whether a condition's task ratio is 1 within the margin, by its interval."""
+    return inference.verdict_equal(interval_of(r), EQUAL_MARGIN)
+
+
+def verdict(n_within: int, n_outside: int, n: int) -> str:
+    """In words, from the conditions' intervals: inside the margin, wholly outside, or not
+    distinguishable from its edge (within noise)."""
+    if n_within == n:
+        return "holds in every measured condition"
+    if n_outside == n:
+        return "is contradicted in every measured condition"
+    undecided = n - n_within - n_outside
+    return (
+        f"holds in {n_within} of {n} measured conditions, is contradicted in "
+        f"{n_outside}" + (f" and undecided within noise in {undecided}" if undecided else "")
+    )
+
+
+# ----------------------------------------------------------------------------- scaled-down models
+# TODO(spec): the study's (presumed) input shape could be a ModelSpec field; it is in
+# claims.json's "study_input_shape" (an assumption, labelled there) until then.
+def jacobian_rows_used(cells, model: str) -> int:
+    """The Jacobian rows this run computed for a model (the spec's unless the config says)."""
+    default = MODELS[model].n_jacobian_rows
+    if cells is None or "jacobian_rows" not in cells:
+        return default
+    mine = cells[
+        (cells["model"] == model) & cells["task"].map(lambda t: TASKS[t].derivative == "jacobian")
+    ]
+    used = set(mine["jacobian_rows"].dropna().astype(int))
+    return used.pop() if len(used) == 1 else default
+
+
+def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
+    """Per table with the model and published numbers: what was scaled down, by how much, the
+    closest of our cells to each published number, and a labelled full-size extrapolation."""
+    spec = MODELS[model]
+    rows_factor = spec.n_outputs / jacobian_rows_used(cells, model)
+    input_factor = math.prod(study_shape) / math.prod(spec.input_shape)
+    out = []
+    for table in TABLES:
+        ours, published = data[table.name]["ours"], data[table.name]["published"]
+        published = published[published["model"] == model]
+        if model not in table.models or published.empty:
+            continue
+        study = published_times(published, table)
+        mine = our_times(ours[ours["model"] == model], table)
+        extrapolated = [
+            {**c, "s": c["s"] * rows_factor * input_factor} for c in mine if c["jacobian"]
+        ]
+        slow, fast = max(study, key=lambda s: s["s"]), min(study, key=lambda s: s["s"])
+        out.append(
+            {
+                "model": latex(spec.label),
+                "table": table.name,
+                "study_table": latex(table.study_table),
+                "slowest": {**slow, "s": slow["text"]},
+                "fastest": {**fast, "s": fast["text"]},
+                "slow_over_fast": fmt.factor(slow["s"] / fast["s"]),
+                "our_input": latex(fmt.shape_text(spec.input_shape)),
+                "study_input": latex(fmt.shape_text(study_shape)),
+                "input_factor": fmt.factor(input_factor),
+                "our_rows": jacobian_rows_used(cells, model),
+                "study_rows": spec.n_outputs,
+                "rows_factor": fmt.factor(rows_factor),
+                "both_factor": fmt.factor(rows_factor * input_factor),
+                "closest": [closest(s, mine, extrapolated) for s in study],
+                "extrapolated": [
+                    {"label": c["label"], "s": fmt.number(c["s"])} for c in extrapolated
+                ],
+                "block": first_block_heading(ours[ours["model"] == model]),
+                "measured": bool(mine),
+            }
+        )
+    return out
+
+
+def published_times(published: pd.DataFrame, table: TableInfo) -> list[dict]:
+    """The study's rows of a model in seconds, and as printed (verbatim when in seconds)."""
+    return [
+        {
+            "label": latex(r["study_label"]),
+            "s": published_seconds(r, table),
+            "text": (
+                latex(r["mean"]) if table.unit == "s" else fmt.number(published_seconds(r, table))
+            ),
+        }
+        for _, r in published.iterrows()
+    ]
+
+
+def our_times(ours: pd.DataFrame, table: TableInfo) -> list[dict]:
+    """Our completed cells of a model (first block) in seconds, labelled by mode and task."""
+    return [
+        {
+            "label": latex(f"{tbl.column_label(r.framework, r.mode)}, {TASKS[r.task].label}"),
+            "s": r.mean / fmt.unit_scale(table.unit),
+            "jacobian": TASKS[r.task].derivative == "jacobian",
+        }
+        for r in ok_rows(first_block(ours)).itertuples()
+    ]
+
+
+def closest(published: dict, mine: list, extrapolated: list) -> dict:
+    """Our measured cell and our extrapolated cell nearest a published time, in ratio terms."""
+
+    def nearest(cells):
+        if not cells:
+            return {"label": fmt.NA, "s": fmt.NA, "ratio": fmt.NA}
+        best = min(cells, key=lambda c: abs(math.log(c["s"] / published["s"])))
+        return {
+            "label": best["label"],
+            "s": fmt.number(best["s"]),
+            "ratio": fmt.ratio(best["s"] / published["s"]),
+        }
+
+    return {
+        "study": published["label"],
+        "study_s": published["text"],
+        "measured": nearest(mine),
+        "extrapolated": nearest(extrapolated),
+    }
+
+
+def scaled_models(study: dict, data: dict, cells=None) -> list[dict]:
+    """scaled_down for every model whose full-size input the study's text gives."""
+    return [
+        s
+        for model, shape in study.get("study_input_shape", {}).items()
+        if model in MODELS
+        for s in scaled_down(model, shape, data, cells)
+    ]

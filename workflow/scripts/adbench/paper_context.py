@@ -1,0 +1,360 @@
+"""What the paper says about its setup and its checks, as template context (render_paper.py):
+the machine and the protocol, the models, modes and tasks of the spec with the sizes this run
+used, the implementation choices the cells recorded, the gradient cross-check, the first
+iterations and the threads check.  Text arrives LaTeX-escaped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import pandas as pd
+
+from adbench import formatting as fmt
+from adbench.formatting import latex, missing
+from adbench.paper_tables import pair_label
+from adbench.selection import focus_rows
+from adbench.spec import FRAMEWORKS, MODELS, TASKS, timed_quantities
+
+QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
+# A loop that kept more cores busy than this over its thread count ignored the setting.
+CORES_OVER_THREADS = 0.5
+
+
+# ----------------------------------------------------------------------------- setup
+def setup_context(env: dict) -> dict:
+    workload = env.get("workload", {})
+    devices = env.get("devices", [])
+    names = [n for n in env.get("device_names", []) if n not in devices]  # e.g. a GPU's name
+    commit = env.get("git_commit")
+    return {
+        "cpu_model": latex(env.get("cpu_model", fmt.NA)),
+        "cpu_count": env.get("cpu_count", fmt.NA),
+        "hostname": latex(env.get("hostname", fmt.NA)),
+        "platform": latex(env.get("platform", fmt.NA)),
+        "python": latex(env.get("python", fmt.NA)),
+        "versions": [
+            {"name": latex(k), "version": latex(v)}
+            for k, v in sorted(env.get("versions", {}).items())
+        ],
+        "devices": latex(
+            ", ".join(devices) + (f" ({', '.join(names)})" if names else "") or fmt.NA
+        ),
+        "seeds": ", ".join(str(s) for s in env.get("seeds", [])) or fmt.NA,
+        "n_seeds": len(env.get("seeds", [])),
+        "threads": ", ".join(str(t) for t in env.get("threads", [])) or fmt.NA,
+        "git": latex(
+            (commit[:12] if commit else "unknown")
+            + (" (with uncommitted changes)" if env.get("git_dirty") else "")
+        ),
+        "warmup": workload.get("warmup", fmt.NA),
+        "iterations": workload.get("iterations", fmt.NA),
+        "n_cells": env.get("n_cells", fmt.NA),
+        "n_ok": env.get("n_ok", fmt.NA),
+        "date": latex(str(env.get("ended_at", ""))[:10] or fmt.NA),
+        "started_at": latex(env.get("started_at", fmt.NA)),
+        "ended_at": latex(env.get("ended_at", fmt.NA)),
+    }
+
+
+def study_context(claims: dict) -> dict:
+    return {
+        "n_trials": claims.get("n_trials", fmt.NA),
+        "first_iteration_factor": claims.get("first_iteration_factor", fmt.NA),
+        "n_batches": claims.get("n_batches", fmt.NA),
+        "gradient_agreement": fmt.scientific(claims.get("gradient_agreement"), tex=True),
+    }
+
+
+# ----------------------------------------------------------------------------- spec facts
+def run_sizes(cells, model: str, column: str, default: int) -> str:
+    """The sizes this run used for a model (a config may override the spec's default)."""
+    if cells is None or column not in cells or model not in set(cells["model"]):
+        return str(default)
+    used = sorted({int(v) for v in cells.loc[cells["model"] == model, column].dropna()})
+    return ", ".join(map(str, used)) or str(default)
+
+
+def cells_deriving(cells: pd.DataFrame | None, derivative: str) -> pd.DataFrame | None:
+    """The cells whose task computes `derivative` ("jacobian", "gradients")."""
+    if cells is None:
+        return None
+    return cells[cells["task"].map(lambda t: TASKS[t].derivative == derivative)]
+
+
+def models_context(measured: set, cells=None) -> list[dict]:
+    """Every model of the spec: where the seeds name it, what we chose, the sizes used."""
+    jacobian_cells = cells_deriving(cells, "jacobian")
+    loss_cells = cells_deriving(cells, "gradients")
+    rows = []
+    for name, spec in MODELS.items():
+        rows_used = run_sizes(jacobian_cells, name, "jacobian_rows", spec.n_jacobian_rows)
+        jacobian = f"{rows_used} × {fmt.shape_text(spec.input_shape)}"
+        if rows_used != str(spec.n_outputs):
+            jacobian += f" (of {spec.n_outputs} rows)"
+        rows.append(
+            {
+                "label": latex(spec.label),
+                "name": latex(name),
+                "source": latex(spec.source),
+                "choices": latex(spec.choices),
+                "n_parameters": spec.n_parameters,
+                "jacobian": latex(jacobian),
+                "batch_size": run_sizes(loss_cells, name, "batch_size", spec.batch_size),
+                "loss": latex(spec.loss),
+                "measured": name in measured,
+            }
+        )
+    return rows
+
+
+def modes_context() -> list[dict]:
+    return [
+        {
+            "label": pair_label(f, m),
+            "compiled": info.compiled,
+            "whole_step": info.whole_step,
+            "description": latex(info.description),
+        }
+        for f, fw in FRAMEWORKS.items()
+        for m, info in fw.modes.items()
+    ]
+
+
+def tasks_context() -> dict:
+    """The tasks, what each computes, and which quantities every mode records for each (a
+    row per mode: any number of frameworks fits)."""
+    rows = [
+        {
+            "label": latex(info.label),
+            "description": latex(info.description),
+            "derivative": latex(info.derivative),
+        }
+        for info in TASKS.values()
+    ]
+    modes = [
+        {
+            "label": pair_label(f, m),
+            "quantities": [
+                latex(", ".join(QUANTITY_SHORT.get(q, q) for q in timed_quantities(f, m, task)))
+                for task in TASKS
+            ],
+        }
+        for f, fw in FRAMEWORKS.items()
+        for m in fw.modes
+    ]
+    return {
+        "rows": rows,
+        "modes": modes,
+        "labels": [latex(t.label) for t in TASKS.values()],
+        "colspec": "c" * len(TASKS),
+    }
+
+
+# ----------------------------------------------------------------------------- choices
+def choices_context(cells: pd.DataFrame | None) -> list[dict]:
+    """Per (framework, mode): each recorded implementation choice and its values, with the
+    tasks (and number of cells) each value applies to."""
+    if cells is None or "choices" not in cells:
+        return []
+    out = []
+    for f, fw in FRAMEWORKS.items():
+        for m in fw.modes:
+            mine = cells[(cells["framework"] == f) & (cells["mode"] == m)]
+            values: dict[str, Counter] = {}
+            tasks: dict[tuple, set] = {}
+            for blob, task in zip(mine["choices"], mine["task"]):
+                for key, value in parse_choices(blob).items():
+                    text = value if isinstance(value, str) else json.dumps(value)
+                    values.setdefault(key, Counter())[text] += 1
+                    tasks.setdefault((key, text), set()).add(task)
+            for key, counter in values.items():
+                shown = [
+                    f"{latex(v)} ({choice_scope(tasks[(key, v)], n, len(mine))})"
+                    for v, n in counter.most_common()
+                ]
+                first_of_mode = not out or out[-1]["pair"] != (f, m)
+                out.append(
+                    {
+                        "pair": (f, m),
+                        "mode": pair_label(f, m) if first_of_mode else "",
+                        "key": latex(key),
+                        "shown": shown,
+                    }
+                )
+    return out
+
+
+def parse_choices(blob) -> dict:
+    if fmt.blank(blob):
+        return {}
+    try:
+        parsed = json.loads(blob)
+    except (TypeError, ValueError):
+        return {"choices": str(blob)}
+    return parsed if isinstance(parsed, dict) else {"choices": parsed}
+
+
+def choice_scope(tasks: set, n: int, n_cells: int) -> str:
+    if n == n_cells:
+        return "every cell"
+    labels = [TASKS[t].label if t in TASKS else t for t in TASKS if t in tasks]
+    labels += sorted(t for t in tasks if t not in TASKS)
+    return f"{n} cells: {', '.join(labels)}"
+
+
+# ----------------------------------------------------------------------------- checks
+def gradient_summary(gradients: pd.DataFrame, default_tolerance) -> dict:
+    """Pass counts, per model the largest errors, and the comparisons that did not pass."""
+    passed = gradients["passed"].astype(str).str.lower().isin(["true", "1"])
+    ok = gradients[gradients["status"] == "ok"] if len(gradients) else gradients
+    has_ref = "ref_rel_error" in gradients
+    failed = gradients[~passed]
+    errors = ok["max_rel_error"].dropna() if len(ok) else pd.Series(dtype=float)
+    worst = gradients.loc[errors.idxmax()] if len(errors) else None
+    references = sorted(str(r) for r in gradients["reference"].dropna().unique() if str(r))
+    return {
+        "tolerance": (
+            "per model (see the table)"
+            if "tolerance" in gradients
+            else fmt.scientific(default_tolerance, tex=True)
+        ),
+        "has_reference": has_ref,
+        "per_model": gradients_per_model(gradients, passed, default_tolerance),
+        "n_compared": len(gradients),
+        "n_passed": int(passed.sum()),
+        "n_failed": len(failed),
+        "all_passed": bool(len(gradients)) and bool(passed.all()),
+        "max_rel_error": fmt.scientific(errors.max() if len(errors) else math.nan, tex=True),
+        "max_ref_error": (
+            fmt.scientific(ok["ref_rel_error"].max(), tex=True) if has_ref and len(ok) else fmt.NA
+        ),
+        "worst": (
+            latex(
+                f"{worst['framework']}/{worst['mode']} vs {worst['reference']}, "
+                f"{worst['model']}, {worst['task']}"
+            )
+            if worst is not None
+            else fmt.NA
+        ),
+        "references": latex(", ".join(references)) or "none",
+        "failed": not_passed_text(failed),
+    }
+
+
+def gradients_per_model(gradients: pd.DataFrame, passed: pd.Series, default_tolerance) -> list:
+    """Per model, in spec order: comparisons, passes, the largest errors and the tolerance."""
+    order = {m: i for i, m in enumerate(MODELS)}
+    by_model = sorted(gradients.groupby("model", sort=False), key=lambda g: order.get(g[0], 99))
+    rows = []
+    for model, g in by_model:
+        g_ok = g[g["status"] == "ok"]
+        largest = lambda column: (  # noqa: E731
+            fmt.scientific(g_ok[column].max(), tex=True)
+            if column in g_ok and len(g_ok)
+            else fmt.NA
+        )
+        rows.append(
+            {
+                "model": latex(MODELS[model].label if model in MODELS else model),
+                "n": len(g),
+                "n_passed": int(passed[g.index].sum()),
+                "max_rel_error": largest("max_rel_error"),
+                "ref_rel_error": largest("ref_rel_error"),
+                "tolerance": fmt.scientific(
+                    g["tolerance"].max() if "tolerance" in g else default_tolerance, tex=True
+                ),
+            }
+        )
+    return rows
+
+
+def not_passed_text(failed: pd.DataFrame, most: int = 10) -> str:
+    """The first `most` comparisons that did not pass, in words, and how many more."""
+    listed = [
+        latex(
+            f"{r.framework}/{r.mode} vs "
+            f"{'nothing' if fmt.blank(r.reference) else r.reference}, {r.model}, {r.task}, "
+            f"{r.device}, {fmt.threads_text(r.threads)}, seed {r.seed}: {r.status}"
+        )
+        + ("" if missing(r.max_rel_error) else f" ({fmt.scientific(r.max_rel_error, tex=True)})")
+        for r in failed.head(most).itertuples()
+    ]
+    more = len(failed) - len(listed)
+    return "; ".join(listed) + (f"; and {more} more" if more > 0 else "")
+
+
+def first_iteration_summary(first: pd.DataFrame) -> list[dict]:
+    """Per framework, mode and task, over models, devices, threads and seeds."""
+    rows = []
+    for (f, m, task), g in first.groupby(["framework", "mode", "task"], sort=False):
+        known = f in FRAMEWORKS and m in FRAMEWORKS[f].modes
+        r = g["first_over_median"].dropna()
+        rows.append(
+            {
+                "mode": pair_label(f, m) if known else latex(f"{f} {m}"),
+                "task": latex(TASKS[task].label if task in TASKS else task),
+                "compiled": known and FRAMEWORKS[f].modes[m].compiled,
+                "order": (
+                    not (known and FRAMEWORKS[f].modes[m].compiled),
+                    list(FRAMEWORKS).index(f) if f in FRAMEWORKS else 99,
+                    list(TASKS).index(task) if task in TASKS else 99,
+                ),
+                "n_cells": len(g),
+                "first_ms": fmt.milliseconds(g["first_step_s"].median()),
+                "median_ms": fmt.milliseconds(g["median_step_s"].median()),
+                "ratio_median": fmt.factor(r.median() if len(r) else math.nan),
+                "ratio_max": fmt.factor(r.max() if len(r) else math.nan),
+            }
+        )
+    return sorted(rows, key=lambda row: row["order"])
+
+
+def compiled_first_max(first: pd.DataFrame) -> str:
+    compiled = [
+        FRAMEWORKS.get(f) is not None
+        and m in FRAMEWORKS[f].modes
+        and FRAMEWORKS[f].modes[m].compiled
+        for f, m in zip(first["framework"], first["mode"])
+    ]
+    values = first.loc[compiled, "first_over_median"].dropna()
+    return fmt.factor(values.max() if len(values) else math.nan)
+
+
+def figure_focus(first: pd.DataFrame) -> str:
+    """The models and tasks the first-iterations figure draws (the same rule as figures.py)."""
+    rows = focus_rows(first)
+    models = [MODELS[m].label for m in MODELS if m in set(rows["model"])]
+    tasks = [TASKS[t].label for t in TASKS if t in set(rows["task"])]
+    return latex(f"{', '.join(models)}; task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}")
+
+
+def threads_check(cells: pd.DataFrame | None) -> dict | None:
+    """Per (framework, mode, threads): the cores the timed loops kept busy (CPU-seconds per
+    second, measure.py), and the modes whose loops used more than their threads."""
+    if cells is None or "cpu_utilisation" not in cells:
+        return None
+    ok = cells[(cells["status"] == "ok") & cells["cpu_utilisation"].notna()]
+    rows, over = [], []
+    for f, fw in FRAMEWORKS.items():
+        for m in fw.modes:
+            mine = ok[(ok["framework"] == f) & (ok["mode"] == m)]
+            for threads, g in mine.groupby("threads"):
+                busy = g["cpu_utilisation"]
+                rows.append(
+                    {
+                        "mode": pair_label(f, m),
+                        "threads": int(threads),
+                        "n": len(g),
+                        "median": fmt.number(busy.median(), 2),
+                        "max": fmt.number(busy.max(), 2),
+                    }
+                )
+                if busy.max() > threads + CORES_OVER_THREADS:
+                    over.append(
+                        f"{pair_label(f, m)} ({fmt.threads_text(threads)}: up to "
+                        f"{fmt.number(busy.max(), 2)} cores)"
+                    )
+    return {"rows": rows, "over": over, "margin": f"{CORES_OVER_THREADS:g}"} if rows else None
