@@ -178,8 +178,30 @@ def test_hypothesis_0_is_answered_with_numbers(tex):
     # mlp512 and fcn, every mode; the intervals are narrow around 1.5
     assert rf"0 of {2 * n_modes} lie wholly within 10\% of 1" in tex
     assert f"{2 * n_modes} wholly outside it, and 0 cannot be told apart" in tex
-    assert "is contradicted in every measured condition" in tex
+    assert r"the verdict on Hypothesis 0 is \textbf{contradicted}" in tex
     assert "gives in its last column the ratio" in tex
+
+
+def test_the_papers_hypothesis_0_verdict_is_the_verdicts_one_wherever_it_is_stated(tmp_path):
+    """The claims table says 'inconclusive' against data that contradict H0: the paper has no
+    judgment of its own, so the abstract, the H0 section and the verdicts table all say it."""
+    args = make_inputs(tmp_path)
+    claims_csv = tmp_path / "verdicts" / "claims.csv"
+    claims = pd.read_csv(claims_csv)
+    h0 = claims["claim"] == "hypothesis0"
+    assert (claims.loc[h0, "verdict"] == "contradicted").all()  # what the data say
+    claims.loc[h0, ["verdict", "n_contradicted", "n_inconclusive"]] = ["inconclusive", 0, 7]
+    claims.to_csv(claims_csv, index=False)
+    render_paper.main(args + ["--tex-only"])
+    tex = " ".join((tmp_path / "paper" / "paper.tex").read_text().split())
+    abstract, body = tex.split(r"\end{abstract}")
+    section = body.split(r"\section{Hypothesis 0}")[1].split(r"\section")[0]
+    verdicts = body.split(r"\label{tab:verdicts}")[1].split(r"\end{longtable}")[0]
+    assert r"Hypothesis 0 (costs equal within 10\%): \emph{inconclusive}" in abstract
+    assert r"the verdict on Hypothesis 0 is \textbf{inconclusive}" in section
+    assert "0 wholly outside it, and 7 cannot be told apart" in section
+    assert "contradicted" not in section
+    assert r"Hypothesis 0 & " in verdicts and r"\textbf{inconclusive}" in verdicts
 
 
 def test_resnet50_discussion_scales_and_extrapolates(tex):
@@ -303,8 +325,9 @@ def test_every_claim_gets_a_verdict_with_its_interval(tex):
     assert r"\label{tab:verdicts}" in tex and r"\label{tab:comparisons}" in tex
     for name in ("Hypothesis 0", "Hypothesis 1", "Depth", "The JIT"):
         assert name in tex
-    assert tex.count(r"\textbf{supported}") + tex.count(r"\textbf{contradicted}") + tex.count(
-        r"\textbf{inconclusive}") + tex.count(r"\textbf{not measured}") == len(CLAIMS)
+    table = tex.split(r"\label{tab:verdicts}")[1].split(r"\end{longtable}")[0]
+    assert sum(table.count(rf"\textbf{{{verdict}}}") for verdict in (
+        "supported", "contradicted", "inconclusive", "not measured")) == len(CLAIMS)
     assert "[" in tex.split(r"\label{tab:comparisons}")[1]
 
 

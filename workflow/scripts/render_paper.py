@@ -142,14 +142,13 @@ def setup_context(inputs: Inputs) -> dict:
 def results_context(inputs: Inputs) -> dict:
     """The tables, what they show, and the verdicts on the seeds' claims."""
     data, confidence = inputs.data, inputs.confidence
-    ratio_findings = findings.table_findings(data, inputs.study)
     return {
         "overview": paper_tables.tables_overview(data),
         "tables": [paper_tables.table_context(t, **data[t.name]) for t in TABLES],
         "headline": findings.headline(data, inputs.found, confidence),
         "example": findings.study_example(data),
-        "findings": ratio_findings,
-        "hypotheses": [f for f in ratio_findings if f["hypothesis"]],
+        "findings": findings.table_findings(data, inputs.study),
+        "hypotheses": findings.hypotheses(data, inputs.study, inputs.verdicts, inputs.comparisons),
         "scaled": findings.scaled_models(inputs.study, data, inputs.cells),
         "verdicts": report_stats.verdicts_context(
             inputs.verdicts, inputs.comparisons, inputs.study, confidence

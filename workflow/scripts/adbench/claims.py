@@ -45,6 +45,7 @@ class Claim:
     test: str  # how the cells test it, in words for the paper
     kind: str  # "greater" | "equal"
     comparisons: tuple[Comparison, ...]
+    table: str | None = None  # the two-task table whose ratios these comparisons are (H0)
 
 
 def quantity_of(framework: str, mode: str, task: str, prefer: str) -> str:
@@ -82,7 +83,8 @@ def hypothesis_0() -> Claim:
         "equal",
         tuple(Comparison(side(f, m, model, second, h0.quantity),
                          side(f, m, model, first, h0.quantity))
-              for model in h0.models for f, m in pairs()))
+              for model in h0.models for f, m in pairs()),
+        table=h0.name)
 
 
 def hypothesis_1() -> Claim:
