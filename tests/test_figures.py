@@ -17,7 +17,9 @@ def test_focus_prefers_the_first_spec_table_with_data():
     assert set(mlps["model"]) == {"mlp512", "mlp354x2", "mlp294x3"}
     assert set(mlps["task"]) == {"backward"}
     without_mlps = iterations[~iterations["model"].str.startswith("mlp")]
-    jacobians = figures.selection.focus_rows(without_mlps)  # the next table: FCN, CNN, LSTM Jacobians
+    jacobians = figures.selection.focus_rows(
+        without_mlps
+    )  # the next table: FCN, CNN, LSTM Jacobians
     assert set(jacobians["model"]) == {"fcn"}
     assert set(jacobians["task"]) == {"jacobian_rows", "jacobian_vectorized"}
 
@@ -38,12 +40,24 @@ def test_writes_every_figure(tmp_path):
     outs = [tmp_path / "fig" / f"first_iterations.{ext}" for ext in ("pdf", "png")]
     jacs = [tmp_path / "fig" / f"jacobians.{ext}" for ext in ("pdf", "png")]
     fws = [tmp_path / "fig" / f"frameworks.{ext}" for ext in ("pdf", "png")]
-    assert figures.main(["--iterations", str(tmp_path / "iterations.parquet"), "--first", "5",
-                         *[a for o in outs for a in ("--out", str(o))],
-                         "--summary", str(tmp_path / "summary.parquet"),
-                         "--cells", str(tmp_path / "cells.parquet"),
-                         *[a for j in jacs for a in ("--jacobians-out", str(j))],
-                         *[a for f in fws for a in ("--frameworks-out", str(f))]]) == 0
+    assert (
+        figures.main(
+            [
+                "--iterations",
+                str(tmp_path / "iterations.parquet"),
+                "--first",
+                "5",
+                *[a for o in outs for a in ("--out", str(o))],
+                "--summary",
+                str(tmp_path / "summary.parquet"),
+                "--cells",
+                str(tmp_path / "cells.parquet"),
+                *[a for j in jacs for a in ("--jacobians-out", str(j))],
+                *[a for f in fws for a in ("--frameworks-out", str(f))],
+            ]
+        )
+        == 0
+    )
     for path in outs + jacs + fws:
         assert path.stat().st_size > 1000
 
@@ -81,6 +95,7 @@ def test_a_run_where_no_cell_completed_still_gets_its_figures(tmp_path):
     text = [t.get_text() for t in figures.plot(empty, 30).axes[0].texts]
     assert text == ["No cell of this run completed an iteration."]
     failed = cells.drop(columns=[c for c in cells if c.startswith("phase_")]).assign(
-        status="failed")
+        status="failed"
+    )
     first = stats.first_iteration_stats(empty)
     assert stats.with_time_to_first_step(failed, first)["time_to_first_step_s"].isna().all()

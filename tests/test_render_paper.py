@@ -36,18 +36,44 @@ NAN = math.nan
 
 def write_gradients(path: Path, with_new_columns: bool = True) -> None:
     rows = [
-        {"model": "mlp512", "task": "backward", "device": "cpu", "threads": 1, "seed": 0,
-         "framework": fw, "mode": mode, "reference": "torch/eager", "max_rel_error": err,
-         "ref_rel_error": ref, "tolerance": 1e-4, "status": status, "passed": passed}
+        {
+            "model": "mlp512",
+            "task": "backward",
+            "device": "cpu",
+            "threads": 1,
+            "seed": 0,
+            "framework": fw,
+            "mode": mode,
+            "reference": "torch/eager",
+            "max_rel_error": err,
+            "ref_rel_error": ref,
+            "tolerance": 1e-4,
+            "status": status,
+            "passed": passed,
+        }
         for fw, mode, err, ref, status, passed in [
             ("torch", "eager", 0.0, 1.1e-7, "ok", True),
             ("torch", "script", 3.4e-7, 2.2e-7, "ok", True),
             ("tensorflow", "eager", 2.5e-6, 2.0e-6, "ok", True),
-            ("tensorflow", "graph", NAN, NAN, "failed", False)]
-    ] + [{"model": "resnet50", "task": "jacobian_rows", "device": "cpu", "threads": 1,
-          "seed": 0, "framework": "torch", "mode": "eager", "reference": "torch/eager",
-          "max_rel_error": 0.0, "ref_rel_error": 3e-4, "tolerance": 1e-3, "status": "ok",
-          "passed": True}]
+            ("tensorflow", "graph", NAN, NAN, "failed", False),
+        ]
+    ] + [
+        {
+            "model": "resnet50",
+            "task": "jacobian_rows",
+            "device": "cpu",
+            "threads": 1,
+            "seed": 0,
+            "framework": "torch",
+            "mode": "eager",
+            "reference": "torch/eager",
+            "max_rel_error": 0.0,
+            "ref_rel_error": 3e-4,
+            "tolerance": 1e-3,
+            "status": "ok",
+            "passed": True,
+        }
+    ]
     frame = pd.DataFrame(rows)
     if not with_new_columns:
         frame = frame.drop(columns=["ref_rel_error", "tolerance"])
@@ -55,25 +81,51 @@ def write_gradients(path: Path, with_new_columns: bool = True) -> None:
 
 
 def write_environment(path: Path) -> None:
-    path.write_text(json.dumps({
-        "cpu_model": "Fake CPU(R) 9000 @ 3.0GHz", "cpu_count": 16, "hostname": "test_host",
-        "platform": "Linux-6.0-x86_64", "python": "3.11.7",
-        "versions": {"torch": "2.13.0+cpu", "tensorflow": "2.21.0", "numpy": "2.1.0"},
-        "device_names": ["cpu"], "git_commit": "0123456789abcdef", "git_dirty": True,
-        "seeds": [0, 1], "threads": [1], "devices": ["cpu"],
-        "workload": {"warmup": 2, "iterations": 3},
-        "n_cells": 60, "n_ok": 55, "gradient_tolerance": 1e-4,
-        "statistics": {"confidence": 0.95, "bootstrap_replicates": 200, "noise_threshold": 0.1,
-                       "warmup_window": 5, "warmup_tolerance": 0.05, "bootstrap_seed": 0},
-        "n_noisy": 3, "n_warmup_short": 2,
-        "started_at": "2025-01-02T03:04:05Z", "ended_at": "2025-01-02T04:05:06Z",
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "cpu_model": "Fake CPU(R) 9000 @ 3.0GHz",
+                "cpu_count": 16,
+                "hostname": "test_host",
+                "platform": "Linux-6.0-x86_64",
+                "python": "3.11.7",
+                "versions": {"torch": "2.13.0+cpu", "tensorflow": "2.21.0", "numpy": "2.1.0"},
+                "device_names": ["cpu"],
+                "git_commit": "0123456789abcdef",
+                "git_dirty": True,
+                "seeds": [0, 1],
+                "threads": [1],
+                "devices": ["cpu"],
+                "workload": {"warmup": 2, "iterations": 3},
+                "n_cells": 60,
+                "n_ok": 55,
+                "gradient_tolerance": 1e-4,
+                "statistics": {
+                    "confidence": 0.95,
+                    "bootstrap_replicates": 200,
+                    "noise_threshold": 0.1,
+                    "warmup_window": 5,
+                    "warmup_tolerance": 0.05,
+                    "bootstrap_seed": 0,
+                },
+                "n_noisy": 3,
+                "n_warmup_short": 2,
+                "started_at": "2025-01-02T03:04:05Z",
+                "ended_at": "2025-01-02T04:05:06Z",
+            }
+        )
+    )
 
 
-def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool = True,
-                drop_choices: bool = False, threads: tuple[int, ...] = (1,),
-                failed_message: str | None = None,
-                validation: dict | None = None) -> list[str]:
+def make_inputs(
+    tmp_path: Path,
+    figure: Path | None = None,
+    gradients_v2: bool = True,
+    drop_choices: bool = False,
+    threads: tuple[int, ...] = (1,),
+    failed_message: str | None = None,
+    validation: dict | None = None,
+) -> list[str]:
     iterations, cells = fake_iterations_and_cells(threads)
     if drop_choices:
         cells = cells.drop(columns="choices")
@@ -83,34 +135,61 @@ def make_inputs(tmp_path: Path, figure: Path | None = None, gradients_v2: bool =
     summary.to_parquet(tmp_path / "summary.parquet")
     cells.to_parquet(tmp_path / "cells.parquet")
     stats.bootstrap_replicates(iterations, 200).to_parquet(tmp_path / "bootstrap.parquet")
-    make_tables.main(["--summary", str(tmp_path / "summary.parquet"),
-                      "--cells", str(tmp_path / "cells.parquet"),
-                      "--bootstrap", str(tmp_path / "bootstrap.parquet"),
-                      "--outdir", str(tmp_path / "tables")])
-    make_verdicts.main(["--bootstrap", str(tmp_path / "bootstrap.parquet"),
-                        "--outdir", str(tmp_path / "verdicts")])
+    make_tables.main(
+        [
+            "--summary",
+            str(tmp_path / "summary.parquet"),
+            "--cells",
+            str(tmp_path / "cells.parquet"),
+            "--bootstrap",
+            str(tmp_path / "bootstrap.parquet"),
+            "--outdir",
+            str(tmp_path / "tables"),
+        ]
+    )
+    make_verdicts.main(
+        [
+            "--bootstrap",
+            str(tmp_path / "bootstrap.parquet"),
+            "--outdir",
+            str(tmp_path / "verdicts"),
+        ]
+    )
     if validation is not None:
         (tmp_path / "harness.json").write_text(json.dumps(validation))
-    stats.first_iteration_stats(iterations).to_csv(tmp_path / "first_iterations.csv",
-                                                   index=False)
+    stats.first_iteration_stats(iterations).to_csv(tmp_path / "first_iterations.csv", index=False)
     write_gradients(tmp_path / "gradients.csv", gradients_v2)
     write_environment(tmp_path / "environment.json")
     if figure is None:
         figure = tmp_path / "first_iterations.pdf"
         figure.write_bytes(b"%PDF-1.4 stand-in, never compiled\n")
     return [
-        "--template", str(ROOT / "report" / "paper.tex.j2"),
-        "--bib", str(ROOT / "report" / "references.bib"),
-        "--published", str(ROOT / "report" / "published"),
-        "--tables", str(tmp_path / "tables"), "--figure", str(figure),
-        "--gradients", str(tmp_path / "gradients.csv"),
-        "--environment", str(tmp_path / "environment.json"),
-        "--first-iterations", str(tmp_path / "first_iterations.csv"),
-        "--cells", str(tmp_path / "cells.parquet"),
-        "--bootstrap", str(tmp_path / "bootstrap.parquet"),
-        "--claims", str(tmp_path / "verdicts" / "claims.csv"),
-        "--comparisons", str(tmp_path / "verdicts" / "comparisons.csv"),
-        "--out", str(tmp_path / "paper" / "paper.pdf"),
+        "--template",
+        str(ROOT / "report" / "paper.tex.j2"),
+        "--bib",
+        str(ROOT / "report" / "references.bib"),
+        "--published",
+        str(ROOT / "report" / "published"),
+        "--tables",
+        str(tmp_path / "tables"),
+        "--figure",
+        str(figure),
+        "--gradients",
+        str(tmp_path / "gradients.csv"),
+        "--environment",
+        str(tmp_path / "environment.json"),
+        "--first-iterations",
+        str(tmp_path / "first_iterations.csv"),
+        "--cells",
+        str(tmp_path / "cells.parquet"),
+        "--bootstrap",
+        str(tmp_path / "bootstrap.parquet"),
+        "--claims",
+        str(tmp_path / "verdicts" / "claims.csv"),
+        "--comparisons",
+        str(tmp_path / "verdicts" / "comparisons.csv"),
+        "--out",
+        str(tmp_path / "paper" / "paper.pdf"),
     ] + (["--validation", str(tmp_path / "harness.json")] if validation is not None else [])
 
 
@@ -263,8 +342,12 @@ def test_missing_latexmk_fails_first_with_install_hint(tmp_path):
     empty = tmp_path / "bin"
     empty.mkdir()
     env = {**os.environ, "PATH": str(empty)}
-    done = subprocess.run([sys.executable, str(SCRIPT), *make_inputs(tmp_path)],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *make_inputs(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0
     assert "latexmk" in done.stderr and "texlive-science" in done.stderr
     assert "apt-get install" in done.stderr and "./setup.sh" in done.stderr
@@ -306,8 +389,12 @@ def test_an_error_message_full_of_latex_specials_reaches_the_pdf_as_text(tmp_pat
     if shutil.which("latexmk") is None or shutil.which("pdftotext") is None:
         pytest.skip("latexmk or pdftotext not installed (./setup.sh --test installs both)")
     render_paper.main(make_inputs(tmp_path, real_figure(tmp_path), failed_message=SPECIALS))
-    text = subprocess.run(["pdftotext", str(tmp_path / "paper" / "paper.pdf"), "-"],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        ["pdftotext", str(tmp_path / "paper" / "paper.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     # pdftotext gives the accents of \textasciitilde and \textasciicircum (U+02DC, U+02C6).
     text = " ".join(text.replace("\u02dc", "~").replace("\u02c6", "^").split())
     assert SPECIALS in text
@@ -322,12 +409,15 @@ def test_threads_are_checked_against_the_cores_the_loops_used(tex):
 
 def test_every_claim_gets_a_verdict_with_its_interval(tex):
     from adbench.claims import CLAIMS
+
     assert r"\label{tab:verdicts}" in tex and r"\label{tab:comparisons}" in tex
     for name in ("Hypothesis 0", "Hypothesis 1", "Depth", "The JIT"):
         assert name in tex
     table = tex.split(r"\label{tab:verdicts}")[1].split(r"\end{longtable}")[0]
-    assert sum(table.count(rf"\textbf{{{verdict}}}") for verdict in (
-        "supported", "contradicted", "inconclusive", "not measured")) == len(CLAIMS)
+    assert sum(
+        table.count(rf"\textbf{{{verdict}}}")
+        for verdict in ("supported", "contradicted", "inconclusive", "not measured")
+    ) == len(CLAIMS)
     assert "[" in tex.split(r"\label{tab:comparisons}")[1]
 
 
@@ -344,14 +434,26 @@ def test_ratios_in_tables_carry_their_interval(tex):
 
 def test_a_harness_validation_run_is_reported_with_its_numbers(tmp_path):
     validation = {
-        "ended_at": "2026-11-22T12:00:00", "machine": {"cpu_model": "Fake CPU", "cpu_count": 2},
+        "ended_at": "2026-11-22T12:00:00",
+        "machine": {"cpu_model": "Fake CPU", "cpu_count": 2},
         "workload": {"repeats": 5},
-        "comparisons": [{"framework": "torch", "quantity": "backward_s",
-                         "independent_timer": "torch.utils.benchmark.Timer",
-                         "ratios": [1.01, 0.99, 1.02], "ratio_median": 1.01, "target": 0.05,
-                         "within_target": True}],
-        "null_overhead": {"split_timer_median_s": 1.5e-7, "whole_timer_median_s": 9e-8,
-                          "fraction_of_fastest": 0.002, "within_target": True},
+        "comparisons": [
+            {
+                "framework": "torch",
+                "quantity": "backward_s",
+                "independent_timer": "torch.utils.benchmark.Timer",
+                "ratios": [1.01, 0.99, 1.02],
+                "ratio_median": 1.01,
+                "target": 0.05,
+                "within_target": True,
+            }
+        ],
+        "null_overhead": {
+            "split_timer_median_s": 1.5e-7,
+            "whole_timer_median_s": 9e-8,
+            "fraction_of_fastest": 0.002,
+            "within_target": True,
+        },
         "interference": {"ratio_median": 1.004, "within_noise": True, "cells": [{}, {}]},
     }
     render_paper.main(make_inputs(tmp_path, validation=validation) + ["--tex-only"])

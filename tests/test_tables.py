@@ -29,17 +29,29 @@ MISSING_TABLE = "table5_dense"
 # A mode whose loops keep more cores busy than their threads (CPU-s per s, per thread).
 OVER_THREADS = {("jax", "eager"): 1.8}
 # Seconds of one eager step; compiled modes take half, tasks scale it, seed 1 takes 10% more.
-BASE_S = {"mlp512": 1e-3, "mlp354x2": 2e-3, "mlp294x3": 3e-3, "fcn": 4e-4, "resnet50": 0.5,
-          "ctc": 2e-4}
-TASK_FACTOR = {"backward": 1.0, "loss_jacobian": 1.5, "jacobian_rows": 2.0,
-               "jacobian_vectorized": 0.5}
+BASE_S = {
+    "mlp512": 1e-3,
+    "mlp354x2": 2e-3,
+    "mlp294x3": 3e-3,
+    "fcn": 4e-4,
+    "resnet50": 0.5,
+    "ctc": 2e-4,
+}
+TASK_FACTOR = {
+    "backward": 1.0,
+    "loss_jacobian": 1.5,
+    "jacobian_rows": 2.0,
+    "jacobian_vectorized": 0.5,
+}
 # Not ok: tensorflow eager mlp354x2 on every seed (n/a); torch script mlp512 on seed 1
 # (partial); tensorflow graph ctc on every seed (unsupported).
-NOT_OK = {("tensorflow", "eager", "mlp354x2", "backward", 0): ("failed", "RuntimeError: boom"),
-          ("tensorflow", "eager", "mlp354x2", "backward", 1): ("failed", "RuntimeError: boom"),
-          ("torch", "script", "mlp512", "backward", 1): ("unsupported", "no GPU"),
-          ("tensorflow", "graph", "ctc", "backward", 0): ("unsupported", "CTC: no XLA kernel"),
-          ("tensorflow", "graph", "ctc", "backward", 1): ("unsupported", "CTC: no XLA kernel")}
+NOT_OK = {
+    ("tensorflow", "eager", "mlp354x2", "backward", 0): ("failed", "RuntimeError: boom"),
+    ("tensorflow", "eager", "mlp354x2", "backward", 1): ("failed", "RuntimeError: boom"),
+    ("torch", "script", "mlp512", "backward", 1): ("unsupported", "no GPU"),
+    ("tensorflow", "graph", "ctc", "backward", 0): ("unsupported", "CTC: no XLA kernel"),
+    ("tensorflow", "graph", "ctc", "backward", 1): ("unsupported", "CTC: no XLA kernel"),
+}
 
 
 def step_seconds(framework, mode, model, task, seed) -> float:
@@ -49,8 +61,11 @@ def step_seconds(framework, mode, model, task, seed) -> float:
 
 def cell_choices(framework, mode, task) -> str:
     """An implementation choice per cell, as the backends record them (a JSON object)."""
-    choice = {"jacobian_rows": "python loop of VJPs", "jacobian_vectorized": "vmap",
-              "loss_jacobian": "jacobian API"}.get(task)
+    choice = {
+        "jacobian_rows": "python loop of VJPs",
+        "jacobian_vectorized": "vmap",
+        "loss_jacobian": "jacobian API",
+    }.get(task)
     return json.dumps({"dtype": "float32", **({"jacobian": choice} if choice else {})})
 
 
@@ -60,9 +75,16 @@ def iteration_rows(cell: dict, step: float) -> list[dict]:
     split = "backward_s" in timed_quantities(cell["framework"], cell["mode"], cell["task"])
     for i in range(5):
         s = step * (20 if i == 0 else 1 + 0.01 * i)
-        rows.append({**cell, "iteration": i, "phase": "warmup" if i < 2 else "measured",
-                     "forward_s": s / 4 if split else NAN,
-                     "backward_s": 3 * s / 4 if split else NAN, "step_s": s})
+        rows.append(
+            {
+                **cell,
+                "iteration": i,
+                "phase": "warmup" if i < 2 else "measured",
+                "forward_s": s / 4 if split else NAN,
+                "backward_s": 3 * s / 4 if split else NAN,
+                "step_s": s,
+            }
+        )
     return rows
 
 
@@ -74,31 +96,44 @@ def grid(threads: tuple[int, ...]):
                     for task in tasks:
                         for n_threads in threads:
                             for seed in (0, 1):
-                                yield {"framework": framework, "mode": mode, "model": model,
-                                       "task": task, "device": "cpu", "threads": n_threads,
-                                       "seed": seed}
+                                yield {
+                                    "framework": framework,
+                                    "mode": mode,
+                                    "model": model,
+                                    "task": task,
+                                    "device": "cpu",
+                                    "threads": n_threads,
+                                    "seed": seed,
+                                }
 
 
 def fake_iterations_and_cells(threads: tuple[int, ...] = (1,)):
     """Raw iterations and cells.parquet rows; more threads run proportionally faster."""
     iterations, cells = [], []
     for cell in grid(threads):
-        f, m, model, task, seed = (cell[k] for k in ("framework", "mode", "model", "task",
-                                                     "seed"))
+        f, m, model, task, seed = (cell[k] for k in ("framework", "mode", "model", "task", "seed"))
         status, message = NOT_OK.get((f, m, model, task, seed), ("ok", ""))
         # Modes that compile ahead of time (here: every compiled one) report it.
         compile_s = 0.25 if FRAMEWORKS[f].modes[m].compiled else 0.0
-        cells.append({**cell, "status": status, "message": message,
-                      "choices": cell_choices(f, m, task),
-                      "phase_compile_s": compile_s if status == "ok" else NAN,
-                      "cpu_utilisation": (OVER_THREADS.get((f, m), 0.98) * cell["threads"]
-                                          if status == "ok" else NAN)})
+        cells.append(
+            {
+                **cell,
+                "status": status,
+                "message": message,
+                "choices": cell_choices(f, m, task),
+                "phase_compile_s": compile_s if status == "ok" else NAN,
+                "cpu_utilisation": (
+                    OVER_THREADS.get((f, m), 0.98) * cell["threads"] if status == "ok" else NAN
+                ),
+            }
+        )
         if status == "ok":
             step = step_seconds(f, m, model, task, seed) / cell["threads"]
             iterations += iteration_rows(cell, step)
     iterations = pd.DataFrame(iterations)
-    cells = stats.with_time_to_first_step(pd.DataFrame(cells),
-                                          stats.first_iteration_stats(iterations))
+    cells = stats.with_time_to_first_step(
+        pd.DataFrame(cells), stats.first_iteration_stats(iterations)
+    )
     return iterations, cells
 
 
@@ -138,12 +173,17 @@ def test_rows_are_the_tables_models_and_tasks_in_spec_order(tidy):
         model_order = [list(MODELS).index(m) for m in t["model"]]
         assert model_order == sorted(model_order)
     eager = tidy["table1_eager"]
-    expected = [(m, f, "eager") for m in ("mlp512", "mlp354x2", "mlp294x3") for f in FRAMEWORKS
-                if f in BY_NAME["table1_eager"].frameworks and "eager" in FRAMEWORKS[f].modes]
+    expected = [
+        (m, f, "eager")
+        for m in ("mlp512", "mlp354x2", "mlp294x3")
+        for f in FRAMEWORKS
+        if f in BY_NAME["table1_eager"].frameworks and "eager" in FRAMEWORKS[f].modes
+    ]
     assert list(zip(eager["model"], eager["framework"], eager["mode"])) == expected
     # fcn has all four tasks measured, but table3 shows only its two Jacobian tasks.
     assert list(dict.fromkeys(tidy["table3_jacobian"]["task"])) == list(
-        BY_NAME["table3_jacobian"].tasks)
+        BY_NAME["table3_jacobian"].tasks
+    )
 
 
 def test_modes_that_do_not_record_the_quantity_are_absent(aggregate):
@@ -163,7 +203,8 @@ def test_numbers_are_in_the_tables_unit(tidy):
     assert r["mean"] == pytest.approx(4e-4 * 2.0 * 1.03 * 1.05 * 1e5)
     resnet = tidy["table4_resnet50"].set_index(["task", "framework", "mode"])
     assert resnet.loc[("jacobian_rows", "torch", "eager"), "mean"] == pytest.approx(
-        0.5 * 2.0 * 1.03 * 1.05)
+        0.5 * 2.0 * 1.03 * 1.05
+    )
     eager = tidy["table1_eager"].set_index(["framework", "model"])
     # Backward is 3/4 of the step; µs.
     assert eager.loc[("torch", "mlp512"), "mean"] == pytest.approx(0.75 * 1000 * 1.03 * 1.05)
@@ -210,8 +251,9 @@ def test_two_task_tables_report_the_ratio_of_their_tasks(tidy):
     assert second.loc[partial, "task_ratio"].to_numpy() == pytest.approx(1.5 * 1.05)
     assert h0.loc[h0["task"] == "backward", "task_ratio"].isna().all()
     jac = tidy["table3_jacobian"]
-    assert jac.loc[jac["task"] == "jacobian_vectorized", "task_ratio"].to_numpy() == \
-        pytest.approx(0.25)
+    assert jac.loc[jac["task"] == "jacobian_vectorized", "task_ratio"].to_numpy() == pytest.approx(
+        0.25
+    )
     assert tidy["table7_layers"]["task_ratio"].isna().all()  # four tasks: no single ratio
 
 
@@ -233,19 +275,22 @@ def test_markdown_and_latex_name_every_model_task_and_mode(tidy):
             assert all(TASKS[task].label in markdown for task in set(t["task"]))
         assert "±" not in latex and r"\begin{tabular}" in latex
     assert "RuntimeError: boom" in tables.to_markdown(tidy["table1_eager"], TABLES[0])
-    assert "loss_jacobian/backward" in tables.to_markdown(tidy["table6_hypothesis0"],
-                                                          BY_NAME["table6_hypothesis0"])
+    assert "loss_jacobian/backward" in tables.to_markdown(
+        tidy["table6_hypothesis0"], BY_NAME["table6_hypothesis0"]
+    )
 
 
 def test_write_table_writes_csv_md_and_tex(tidy, tmp_path):
     table = BY_NAME["table2_compiled"]
     tables.write_table(table, tidy[table.name], str(tmp_path / table.name))
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        f"{table.name}.{ext}" for ext in ("csv", "md", "tex")]
+        f"{table.name}.{ext}" for ext in ("csv", "md", "tex")
+    ]
     back = pd.read_csv(tmp_path / f"{table.name}.csv")
     assert list(back.columns) == tables.TIDY_COLUMNS and len(back) == len(tidy[table.name])
-    assert (tmp_path / f"{table.name}.md").read_text() == tables.to_markdown(tidy[table.name],
-                                                                             table)
+    assert (tmp_path / f"{table.name}.md").read_text() == tables.to_markdown(
+        tidy[table.name], table
+    )
 
 
 def test_make_tables_writes_every_table_even_unmeasured_ones(aggregate, tmp_path):
@@ -255,11 +300,22 @@ def test_make_tables_writes_every_table_even_unmeasured_ones(aggregate, tmp_path
     summary.to_parquet(tmp_path / "summary.parquet")
     cells.to_parquet(tmp_path / "cells.parquet")
     out = tmp_path / "tables"
-    assert make_tables.main(["--summary", str(tmp_path / "summary.parquet"),
-                             "--cells", str(tmp_path / "cells.parquet"),
-                             "--outdir", str(out)]) == 0
+    assert (
+        make_tables.main(
+            [
+                "--summary",
+                str(tmp_path / "summary.parquet"),
+                "--cells",
+                str(tmp_path / "cells.parquet"),
+                "--outdir",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        f"{t.name}.{ext}" for t in TABLES for ext in ("csv", "md", "tex"))
+        f"{t.name}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")
+    )
     empty = pd.read_csv(out / f"{MISSING_TABLE}.csv")
     assert empty.empty and list(empty.columns) == tables.TIDY_COLUMNS
     assert tables.EMPTY_NOTE in (out / f"{MISSING_TABLE}.md").read_text()
@@ -271,9 +327,11 @@ def test_time_to_first_step_is_the_ahead_of_time_compile_plus_the_first_call(tid
     for (framework, mode, model), r in rows[rows["status"] == "ok"].iterrows():
         compiled = FRAMEWORKS[framework].modes[mode].compiled
         # The fake first iteration is 20 steps; compiled modes add 0.25 s ahead of time.
-        first_s = [(0.25 if compiled else 0.0) + 20 * step_seconds(framework, mode, model,
-                                                                   "backward", seed)
-                   for seed in (0, 1)]
+        first_s = [
+            (0.25 if compiled else 0.0)
+            + 20 * step_seconds(framework, mode, model, "backward", seed)
+            for seed in (0, 1)
+        ]
         assert r["first_step"] == pytest.approx(sum(first_s) / 2 * 1e6), (framework, mode)
     for table in TABLES:
         if not table.first_step:
@@ -313,8 +371,10 @@ def test_every_printed_ratio_gets_its_bootstrap_interval():
 def test_noisy_and_short_warmup_cells_are_flagged_in_words(aggregate):
     summary, cells = aggregate
     flagged = cells.assign(noisy=False, warmup_short=False)
-    flagged.loc[(flagged["framework"] == "torch") & (flagged["mode"] == "eager")
-                & (flagged["seed"] == 0), ["noisy", "warmup_short"]] = True
+    flagged.loc[
+        (flagged["framework"] == "torch") & (flagged["mode"] == "eager") & (flagged["seed"] == 0),
+        ["noisy", "warmup_short"],
+    ] = True
     tidy = tables.tidy_table(BY_NAME["table1_eager"], summary, flagged, noise_threshold=0.1)
     torch = tidy[tidy["framework"] == "torch"]
     assert (torch["n_noisy"] == 1).all() and (torch["n_warmup_short"] == 1).all()

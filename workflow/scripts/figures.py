@@ -53,8 +53,9 @@ def pairs_present(data: pd.DataFrame) -> list[tuple[str, str]]:
 
 def panels(iterations: pd.DataFrame) -> list[tuple[str, str]]:
     """Compiled modes first: their first iterations are the point of the figure."""
-    return sorted(pairs_present(iterations),
-                  key=lambda fm: not FRAMEWORKS[fm[0]].modes[fm[1]].compiled)
+    return sorted(
+        pairs_present(iterations), key=lambda fm: not FRAMEWORKS[fm[0]].modes[fm[1]].compiled
+    )
 
 
 def lines_of(cell: pd.DataFrame) -> list[tuple[str, str]]:
@@ -91,9 +92,10 @@ def plot(iterations: pd.DataFrame, first: int):
     # 2 x 2 for four modes: legible at a page's width; wider grids for many frameworks.
     columns = min(len(pairs), 2 if len(pairs) <= 4 else 3 if len(pairs) <= 9 else 4)
     n_rows = -(-len(pairs) // columns)
-    fig, axes = plt.subplots(n_rows, columns, figsize=(3.4 * columns, 2.6 * n_rows + 0.4),
-                             sharey=True, squeeze=False)
-    for ax in axes.flat[len(pairs):]:
+    fig, axes = plt.subplots(
+        n_rows, columns, figsize=(3.4 * columns, 2.6 * n_rows + 0.4), sharey=True, squeeze=False
+    )
+    for ax in axes.flat[len(pairs) :]:
         ax.set_visible(False)
     for ax, (framework, mode) in zip(axes.flat, pairs):
         cell = data[(data["framework"] == framework) & (data["mode"] == mode)]
@@ -103,8 +105,14 @@ def plot(iterations: pd.DataFrame, first: int):
         for model, task in lines_of(cell):
             rows = cell[(cell["model"] == model) & (cell["task"] == task)]
             rows = rows.sort_values("iteration")
-            ax.plot(rows["iteration"], rows["step_s"] * MS, marker=".", lw=1,
-                    color=colours[(model, task)], label=line_label(model, task, several_tasks))
+            ax.plot(
+                rows["iteration"],
+                rows["step_s"] * MS,
+                marker=".",
+                lw=1,
+                color=colours[(model, task)],
+                label=line_label(model, task, several_tasks),
+            )
         info = FRAMEWORKS[framework]
         ax.set_title(f"{info.label} {info.modes[mode].label}", fontsize=9)
         ax.set_yscale("log")
@@ -114,10 +122,12 @@ def plot(iterations: pd.DataFrame, first: int):
     # Every line in the legend, also those missing from the first panel (a failed cell).
     handles = [Patch(color="0.9", label="warm-up")] + [
         Line2D([], [], color=colour, marker=".", lw=1, label=line_label(m, t, several_tasks))
-        for (m, t), colour in colours.items()]
+        for (m, t), colour in colours.items()
+    ]
     axes.flat[0].legend(handles=handles, fontsize=7)
-    fig.suptitle(f"First {first} iterations, seed {seed}, {fmt.block(device, threads)}",
-                 fontsize=9)
+    fig.suptitle(
+        f"First {first} iterations, seed {seed}, {fmt.block(device, threads)}", fontsize=9
+    )
     fig.tight_layout()
     return fig
 
@@ -130,8 +140,11 @@ def jacobian_tasks() -> list[str]:
 def jacobian_data(summary: pd.DataFrame, cells: pd.DataFrame | None):
     """Mean step times of the Jacobian cells (first condition), and the cells not completed."""
     steps = summary[(summary["quantity"] == "step_s") & summary["task"].isin(jacobian_tasks())]
-    wanted = (cells[cells["task"].isin(jacobian_tasks())] if cells is not None
-              else steps.drop(columns=[c for c in steps.columns if c.endswith("_s")]))
+    wanted = (
+        cells[cells["task"].isin(jacobian_tasks())]
+        if cells is not None
+        else steps.drop(columns=[c for c in steps.columns if c.endswith("_s")])
+    )
     if wanted.empty:
         return steps, wanted, None
     device, threads = selection.first_condition(wanted)
@@ -147,42 +160,62 @@ def plot_jacobians(summary: pd.DataFrame, cells: pd.DataFrame | None):
     pairs = pairs_present(wanted)
     columns = min(3, len(models))
     n_rows = -(-len(models) // columns)
-    fig, axes = plt.subplots(n_rows, columns, figsize=(3.3 * columns, 2.6 * n_rows + 0.6),
-                             squeeze=False)
-    for ax in axes.flat[len(models):]:
+    fig, axes = plt.subplots(
+        n_rows, columns, figsize=(3.3 * columns, 2.6 * n_rows + 0.6), squeeze=False
+    )
+    for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
         jacobian_panel(ax, model, steps, wanted, pairs)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(4, len(pairs)), fontsize=7)
     device, threads = condition
-    fig.suptitle(f"Output Jacobians: mean step time, {fmt.block(device, threads)}",
-                 fontsize=9)
+    fig.suptitle(f"Output Jacobians: mean step time, {fmt.block(device, threads)}", fontsize=9)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
 
 
 def jacobian_panel(ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pairs) -> None:
-    tasks = [t for t in jacobian_tasks() if t in set(wanted.loc[wanted["model"] == model,
-                                                                  "task"])]
+    tasks = [t for t in jacobian_tasks() if t in set(wanted.loc[wanted["model"] == model, "task"])]
     width = 0.8 / len(pairs)
     for i, (framework, mode) in enumerate(pairs):
         for j, task in enumerate(tasks):
             x = j - 0.4 + width * (i + 0.5)
-            found = steps[(steps["model"] == model) & (steps["task"] == task)
-                          & (steps["framework"] == framework) & (steps["mode"] == mode)]
+            found = steps[
+                (steps["model"] == model)
+                & (steps["task"] == task)
+                & (steps["framework"] == framework)
+                & (steps["mode"] == mode)
+            ]
             if found.empty:
-                ran = wanted[(wanted["model"] == model) & (wanted["task"] == task)
-                             & (wanted["framework"] == framework) & (wanted["mode"] == mode)]
+                ran = wanted[
+                    (wanted["model"] == model)
+                    & (wanted["task"] == task)
+                    & (wanted["framework"] == framework)
+                    & (wanted["mode"] == mode)
+                ]
                 if len(ran):  # in the grid but not completed: say so instead of a gap
-                    ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom",
-                            fontsize=6, transform=ax.get_xaxis_transform())
+                    ax.text(
+                        x,
+                        0.02,
+                        "n/a",
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize=6,
+                        transform=ax.get_xaxis_transform(),
+                    )
                 continue
             r = found.iloc[0]
             info = FRAMEWORKS[framework]
-            ax.bar(x, r["mean_s"], width, yerr=r["mean_sd_s"] if pd.notna(r["mean_sd_s"])
-                   else None, color=f"C{i}", label=f"{info.label} {info.modes[mode].label}"
-                   if j == 0 else None)
+            ax.bar(
+                x,
+                r["mean_s"],
+                width,
+                yerr=r["mean_sd_s"] if pd.notna(r["mean_sd_s"]) else None,
+                color=f"C{i}",
+                label=f"{info.label} {info.modes[mode].label}" if j == 0 else None,
+            )
     ax.set_xticks(range(len(tasks)))
     ax.set_xticklabels([TASKS[t].label for t in tasks], fontsize=7)
     ax.set_yscale("log")
@@ -203,9 +236,13 @@ def frameworks_data(summary: pd.DataFrame, cells: pd.DataFrame):
         return mine, mine, None
     device, threads = selection.first_condition(mine)
     mine = mine[(mine["device"] == device) & (mine["threads"] == threads)]
-    steps = summary[(summary["quantity"] == table.quantity) & summary["model"].isin(table.models)
-                    & summary["task"].isin(table.tasks) & (summary["device"] == device)
-                    & (summary["threads"] == threads)]
+    steps = summary[
+        (summary["quantity"] == table.quantity)
+        & summary["model"].isin(table.models)
+        & summary["task"].isin(table.tasks)
+        & (summary["device"] == device)
+        & (summary["threads"] == threads)
+    ]
     return steps, mine, (device, threads)
 
 
@@ -217,16 +254,23 @@ def plot_frameworks(summary: pd.DataFrame, cells: pd.DataFrame):
     pairs = pairs_present(mine)
     columns = min(2, len(models))
     n_rows = -(-len(models) // columns)
-    fig, axes = plt.subplots(n_rows, columns, sharey=True, squeeze=False,
-                             figsize=(3.6 * columns, (0.22 * len(pairs) + 0.9) * n_rows + 0.5))
-    for ax in axes.flat[len(models):]:
+    fig, axes = plt.subplots(
+        n_rows,
+        columns,
+        sharey=True,
+        squeeze=False,
+        figsize=(3.6 * columns, (0.22 * len(pairs) + 0.9) * n_rows + 0.5),
+    )
+    for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
         frameworks_panel(ax, model, steps, mine, pairs)
     axes.flat[0].legend(fontsize=7, loc="lower right")
     device, threads = condition
-    fig.suptitle("Every framework and mode: step and time to first step, "
-                 + fmt.block(device, threads), fontsize=9)
+    fig.suptitle(
+        "Every framework and mode: step and time to first step, " + fmt.block(device, threads),
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -234,18 +278,30 @@ def plot_frameworks(summary: pd.DataFrame, cells: pd.DataFrame):
 def frameworks_panel(ax, model: str, steps, mine, pairs) -> None:
     ok = mine[(mine["model"] == model) & (mine["status"] == "ok")]
     for y, (framework, mode) in enumerate(pairs):
-        found = steps[(steps["model"] == model) & (steps["framework"] == framework)
-                      & (steps["mode"] == mode)]
+        found = steps[
+            (steps["model"] == model) & (steps["framework"] == framework) & (steps["mode"] == mode)
+        ]
         first = ok[(ok["framework"] == framework) & (ok["mode"] == mode)]
         colour = f"C{list(FRAMEWORKS).index(framework) % 10}"
         if found.empty:  # in the grid but not completed, or not in the grid
             ax.text(0.01, y, "n/a", va="center", fontsize=6, transform=ax.get_yaxis_transform())
             continue
-        ax.barh(y, found["mean_s"].iloc[0] * MS, color=colour, height=0.7,
-                label="mean step" if y == 0 else None)
+        ax.barh(
+            y,
+            found["mean_s"].iloc[0] * MS,
+            color=colour,
+            height=0.7,
+            label="mean step" if y == 0 else None,
+        )
         if "time_to_first_step_s" in first and first["time_to_first_step_s"].notna().any():
-            ax.plot(first["time_to_first_step_s"].mean() * MS, y, marker="|", ms=9,
-                    color="k", label="first step" if y == 0 else None)
+            ax.plot(
+                first["time_to_first_step_s"].mean() * MS,
+                y,
+                marker="|",
+                ms=9,
+                color="k",
+                label="first step" if y == 0 else None,
+            )
     ax.set_yticks(range(len(pairs)))
     ax.set_yticklabels([tables.column_label(f, m) for f, m in pairs], fontsize=6)
     ax.invert_yaxis()
@@ -269,10 +325,18 @@ def main(argv=None) -> int:
     p.add_argument("--out", action="append", required=True, help="repeat for each format")
     p.add_argument("--summary", help="summary.parquet: needed for --jacobians-out")
     p.add_argument("--cells", help="cells.parquet: marks Jacobian cells that did not complete")
-    p.add_argument("--jacobians-out", action="append", default=[],
-                   help="the Jacobian figure; repeat for each format")
-    p.add_argument("--frameworks-out", action="append", default=[],
-                   help="the every-framework figure; repeat for each format")
+    p.add_argument(
+        "--jacobians-out",
+        action="append",
+        default=[],
+        help="the Jacobian figure; repeat for each format",
+    )
+    p.add_argument(
+        "--frameworks-out",
+        action="append",
+        default=[],
+        help="the every-framework figure; repeat for each format",
+    )
     args = p.parse_args(argv)
     if (args.jacobians_out or args.frameworks_out) and not args.summary:
         p.error("--jacobians-out and --frameworks-out need --summary")
@@ -283,8 +347,10 @@ def main(argv=None) -> int:
         cells = pd.read_parquet(args.cells) if args.cells else None
         save(plot_jacobians(pd.read_parquet(args.summary), cells), args.jacobians_out)
     if args.frameworks_out:
-        save(plot_frameworks(pd.read_parquet(args.summary), pd.read_parquet(args.cells)),
-             args.frameworks_out)
+        save(
+            plot_frameworks(pd.read_parquet(args.summary), pd.read_parquet(args.cells)),
+            args.frameworks_out,
+        )
     return 0
 
 

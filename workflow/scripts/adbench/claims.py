@@ -81,10 +81,15 @@ def hypothesis_0() -> Claim:
         f"every model and every (framework, mode) measured, equal within "
         f"{percent(EQUAL_MARGIN)}",
         "equal",
-        tuple(Comparison(side(f, m, model, second, h0.quantity),
-                         side(f, m, model, first, h0.quantity))
-              for model in h0.models for f, m in pairs()),
-        table=h0.name)
+        tuple(
+            Comparison(
+                side(f, m, model, second, h0.quantity), side(f, m, model, first, h0.quantity)
+            )
+            for model in h0.models
+            for f, m in pairs()
+        ),
+        table=h0.name,
+    )
 
 
 def hypothesis_1() -> Claim:
@@ -94,8 +99,11 @@ def hypothesis_1() -> Claim:
         "PyTorch eager's step over TensorFlow graph's step on the study's MLPs (backward "
         "task): above 1 when TensorFlow's compiled step is faster",
         "greater",
-        tuple(Comparison(side(*TORCH_EAGER, model, "backward"),
-                         side(*TF_GRAPH, model, "backward")) for model in models))
+        tuple(
+            Comparison(side(*TORCH_EAGER, model, "backward"), side(*TF_GRAPH, model, "backward"))
+            for model in models
+        ),
+    )
 
 
 def depth() -> Claim:
@@ -105,23 +113,36 @@ def depth() -> Claim:
         "each MLP's backward pass over the next shallower one's (eager modes of the study's "
         "frameworks; their step in compiled modes): above 1 when depth costs time",
         "greater",
-        tuple(Comparison(side(f, m, deeper, "backward", "backward_s"),
-                         side(f, m, shallower, "backward", "backward_s"))
-              for f, m in pairs(spec.STUDY_FRAMEWORKS)
-              for shallower, deeper in zip(mlps, mlps[1:])))
+        tuple(
+            Comparison(
+                side(f, m, deeper, "backward", "backward_s"),
+                side(f, m, shallower, "backward", "backward_s"),
+            )
+            for f, m in pairs(spec.STUDY_FRAMEWORKS)
+            for shallower, deeper in zip(mlps, mlps[1:])
+        ),
+    )
 
 
 def small_vs_large() -> Claim:
-    small = [Comparison(side(*TF_GRAPH, model, task), side(*TORCH_EAGER, model, task))
-             for model in STUDY_JACOBIAN_MODELS for task in spec.JACOBIANS]
-    large = [Comparison(side(*TORCH_EAGER, model, task), side(*TF_GRAPH, model, task))
-             for model in STUDY_LARGE_MODEL for task in spec.JACOBIANS]
+    small = [
+        Comparison(side(*TF_GRAPH, model, task), side(*TORCH_EAGER, model, task))
+        for model in STUDY_JACOBIAN_MODELS
+        for task in spec.JACOBIANS
+    ]
+    large = [
+        Comparison(side(*TORCH_EAGER, model, task), side(*TF_GRAPH, model, task))
+        for model in STUDY_LARGE_MODEL
+        for task in spec.JACOBIANS
+    ]
     return Claim(
         "small_vs_large",
         "on the small models of the study's Table 3, TensorFlow graph's Jacobian time over "
         "PyTorch eager's; on ResNet50 (Table 4), PyTorch eager's over TensorFlow graph's; "
         "both Jacobian tasks; above 1 where the claim holds",
-        "greater", tuple(small + large))
+        "greater",
+        tuple(small + large),
+    )
 
 
 def graph_for_large() -> Claim:
@@ -130,9 +151,14 @@ def graph_for_large() -> Claim:
         "on ResNet50, every other mode of the study's frameworks over TensorFlow graph, both "
         "Jacobian tasks: above 1 when graph mode is the fastest",
         "greater",
-        tuple(Comparison(side(f, m, model, task), side(*TF_GRAPH, model, task))
-              for model in STUDY_LARGE_MODEL for task in spec.JACOBIANS
-              for f, m in pairs(spec.STUDY_FRAMEWORKS) if (f, m) != TF_GRAPH))
+        tuple(
+            Comparison(side(f, m, model, task), side(*TF_GRAPH, model, task))
+            for model in STUDY_LARGE_MODEL
+            for task in spec.JACOBIANS
+            for f, m in pairs(spec.STUDY_FRAMEWORKS)
+            if (f, m) != TF_GRAPH
+        ),
+    )
 
 
 def jit_outperforms() -> Claim:
@@ -142,9 +168,20 @@ def jit_outperforms() -> Claim:
         "PyTorch eager's step over TorchScript's, on the proposal's RNN cell and the study's "
         "MLPs (backward task): above 1 when the JIT is faster",
         "greater",
-        tuple(Comparison(side(*TORCH_EAGER, model, "backward"),
-                         side("torch", "script", model, "backward")) for model in models))
+        tuple(
+            Comparison(
+                side(*TORCH_EAGER, model, "backward"), side("torch", "script", model, "backward")
+            )
+            for model in models
+        ),
+    )
 
 
-CLAIMS: tuple[Claim, ...] = (hypothesis_0(), hypothesis_1(), depth(), small_vs_large(),
-                             graph_for_large(), jit_outperforms())
+CLAIMS: tuple[Claim, ...] = (
+    hypothesis_0(),
+    hypothesis_1(),
+    depth(),
+    small_vs_large(),
+    graph_for_large(),
+    jit_outperforms(),
+)

@@ -40,11 +40,32 @@ from adbench.spec import FRAMEWORKS, MODELS, TASKS, TableInfo, timed_quantities
 STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median", "iqr")
 RATIOS = ("improvement", "improvement_study_style", "task_ratio")
 TIDY_COLUMNS = [
-    "table", "model", "model_label", "n_parameters", "task", "task_label", "framework",
-    "framework_label", "mode", "mode_label", "compiled", "quantity", "unit", "device",
-    "threads", "n_seeds", "n_iterations", *STATISTICS, "first_step", "first_step_sd",
+    "table",
+    "model",
+    "model_label",
+    "n_parameters",
+    "task",
+    "task_label",
+    "framework",
+    "framework_label",
+    "mode",
+    "mode_label",
+    "compiled",
+    "quantity",
+    "unit",
+    "device",
+    "threads",
+    "n_seeds",
+    "n_iterations",
+    *STATISTICS,
+    "first_step",
+    "first_step_sd",
     *(f"{r}{end}" for r in RATIOS for end in ("", "_low", "_high")),
-    "n_noisy", "n_warmup_short", "status", "note", "flags",
+    "n_noisy",
+    "n_warmup_short",
+    "status",
+    "note",
+    "flags",
 ]
 EMPTY_NOTE = "Not measured in this run: no cell of this table is in the config."
 
@@ -61,8 +82,7 @@ def column_label(framework: str, mode: str) -> str:
 
 def eager_mode_of(framework: str) -> str | None:
     """The framework's first non-compiled mode: the baseline of its compiled modes."""
-    return next((m for m, info in FRAMEWORKS[framework].modes.items() if not info.compiled),
-                None)
+    return next((m for m, info in FRAMEWORKS[framework].modes.items() if not info.compiled), None)
 
 
 def records(table: TableInfo, framework: str, mode: str, task: str) -> bool:
@@ -79,8 +99,11 @@ def spec_order(column: pd.Series) -> pd.Series:
     """Sort key: models, tasks, frameworks and modes in spec order, not alphabetically."""
     order = {"model": list(MODELS), "task": list(TASKS), "framework": list(FRAMEWORKS)}
     if column.name in order:
-        return column.map(lambda v: order[column.name].index(v)
-                          if v in order[column.name] else len(order[column.name]))
+        return column.map(
+            lambda v: (
+                order[column.name].index(v) if v in order[column.name] else len(order[column.name])
+            )
+        )
     if column.name == "pair":
         pairs = [(f, m) for f, info in FRAMEWORKS.items() for m in info.modes]
         return column.map(pairs.index)
@@ -91,23 +114,31 @@ def spec_order(column: pd.Series) -> pd.Series:
 def table_cells(table: TableInfo, cells: pd.DataFrame) -> pd.DataFrame:
     """The cells (every status) that belong to a table."""
     allowed = set(table_modes(table))
-    keep = [model in table.models and task in table.tasks and (f, m) in allowed
-            and records(table, f, m, task)
-            for f, m, model, task in zip(cells["framework"], cells["mode"], cells["model"],
-                                         cells["task"])]
+    keep = [
+        model in table.models
+        and task in table.tasks
+        and (f, m) in allowed
+        and records(table, f, m, task)
+        for f, m, model, task in zip(
+            cells["framework"], cells["mode"], cells["model"], cells["task"]
+        )
+    ]
     return cells[keep]
 
 
 def condition_status(cells: pd.DataFrame) -> pd.DataFrame:
     """Per condition (all seeds of a cell): 'ok', or how many seeds were not ok and why."""
+
     def summarise(group: pd.DataFrame) -> pd.Series:
         bad = group[group["status"] != "ok"]
         if bad.empty:
             return pd.Series({"status": "ok", "note": ""})
         status = "n/a" if len(bad) == len(group) else "partial"
         reasons = "; ".join(sorted(set(bad.apply(reason, axis=1))))
-        return pd.Series({"status": status,
-                          "note": f"{len(bad)} of {len(group)} seeds not ok ({reasons})"})
+        return pd.Series(
+            {"status": status, "note": f"{len(bad)} of {len(group)} seeds not ok ({reasons})"}
+        )
+
     keys = list(stats.CONDITION_FIELDS)
     columns = ["status", "message"] + (["log"] if "log" in cells else [])
     return cells.groupby(keys, observed=True)[columns].apply(summarise).reset_index()
@@ -125,9 +156,11 @@ def reason(cell: pd.Series) -> str:
 def improvement_columns(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame:
     """Eager -> compiled speed-ups of every compiled mode the table shows, per condition."""
     keys = list(stats.CONDITION_FIELDS)
-    gains = [stats.improvements(summary, eager_mode_of(f), m, f)
-             for f, m in table_modes(table)
-             if FRAMEWORKS[f].modes[m].compiled and eager_mode_of(f)]
+    gains = [
+        stats.improvements(summary, eager_mode_of(f), m, f)
+        for f, m in table_modes(table)
+        if FRAMEWORKS[f].modes[m].compiled and eager_mode_of(f)
+    ]
     gains = [g for g in gains if not g.empty]
     if not gains:
         return pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"])
@@ -162,7 +195,10 @@ def ratio_sides(table: TableInfo, r) -> dict[str, tuple[tuple, tuple]]:
     """Per ratio a row of the table prints: its (numerator, denominator) condition keys."""
     keys = list(stats.CONDITION_FIELDS)
     here = {k: r[k] for k in keys}
-    key = lambda quantity, **changes: (*({**here, **changes}[k] for k in keys), quantity)  # noqa: E731
+    key = lambda quantity, **changes: (
+        *({**here, **changes}[k] for k in keys),
+        quantity,
+    )  # noqa: E731
     sides = {}
     eager = eager_mode_of(r["framework"])
     if table.improvement and FRAMEWORKS[r["framework"]].modes[r["mode"]].compiled and eager:
@@ -174,8 +210,9 @@ def ratio_sides(table: TableInfo, r) -> dict[str, tuple[tuple, tuple]]:
     return sides
 
 
-def interval_columns(tidy: pd.DataFrame, table: TableInfo, bootstrap: pd.DataFrame | None,
-                     confidence: float) -> pd.DataFrame:
+def interval_columns(
+    tidy: pd.DataFrame, table: TableInfo, bootstrap: pd.DataFrame | None, confidence: float
+) -> pd.DataFrame:
     """<ratio>_low/_high for every ratio of every row, from the conditions' replicates."""
     for name in RATIOS:
         tidy[f"{name}_low"], tidy[f"{name}_high"] = math.nan, math.nan
@@ -185,8 +222,9 @@ def interval_columns(tidy: pd.DataFrame, table: TableInfo, bootstrap: pd.DataFra
     for index, r in tidy.iterrows():
         for name, (numerator, denominator) in ratio_sides(table, r).items():
             if numerator in found and denominator in found:
-                interval = inference.ratio_interval(found[numerator], found[denominator],
-                                                    confidence)
+                interval = inference.ratio_interval(
+                    found[numerator], found[denominator], confidence
+                )
                 tidy.loc[index, [f"{name}_low", f"{name}_high"]] = interval.low, interval.high
     return tidy
 
@@ -198,9 +236,15 @@ def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFr
     if "noisy" not in mine or mine.empty:  # cells aggregated before the flags existed
         return pd.DataFrame(columns=columns)
     ok = mine[mine["status"] == "ok"]
-    counts = ok.groupby(keys, observed=True).agg(
-        n_noisy=("noisy", "sum"), n_warmup_short=("warmup_short", "sum"),
-        n_ok=("status", "size")).reset_index()
+    counts = (
+        ok.groupby(keys, observed=True)
+        .agg(
+            n_noisy=("noisy", "sum"),
+            n_warmup_short=("warmup_short", "sum"),
+            n_ok=("status", "size"),
+        )
+        .reset_index()
+    )
     above = "" if noise_threshold is None else f" above {fmt.percent(noise_threshold)}"
 
     def words(r) -> str:
@@ -208,9 +252,12 @@ def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFr
         if r.n_noisy:
             said.append(f"noisy in {r.n_noisy} of {r.n_ok} seeds (step IQR / median{above})")
         if r.n_warmup_short:
-            said.append(f"warm-up longer than configured in {r.n_warmup_short} of {r.n_ok} "
-                        "seeds (measured iterations include it)")
+            said.append(
+                f"warm-up longer than configured in {r.n_warmup_short} of {r.n_ok} "
+                "seeds (measured iterations include it)"
+            )
         return "; ".join(said)
+
     counts["flags"] = [words(r) for r in counts.itertuples()]
     return counts[columns]
 
@@ -224,21 +271,28 @@ def add_labels(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     tidy["task_label"] = [TASKS[t].label for t in tidy["task"]]
     tidy["framework_label"] = [FRAMEWORKS[f].label for f in tidy["framework"]]
     tidy["mode_label"] = [mode_label(f, m) for f, m in zip(tidy["framework"], tidy["mode"])]
-    tidy["compiled"] = [FRAMEWORKS[f].modes[m].compiled
-                        for f, m in zip(tidy["framework"], tidy["mode"])]
+    tidy["compiled"] = [
+        FRAMEWORKS[f].modes[m].compiled for f, m in zip(tidy["framework"], tidy["mode"])
+    ]
     return tidy
 
 
 def sort_rows(tidy: pd.DataFrame) -> pd.DataFrame:
     tidy = tidy.assign(pair=list(zip(tidy["framework"], tidy["mode"])))
-    tidy = tidy.sort_values(["device", "threads", "model", "task", "pair"], key=spec_order,
-                            kind="stable")
+    tidy = tidy.sort_values(
+        ["device", "threads", "model", "task", "pair"], key=spec_order, kind="stable"
+    )
     return tidy.drop(columns="pair").reset_index(drop=True)
 
 
-def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame,
-               bootstrap: pd.DataFrame | None = None, confidence: float = 0.95,
-               noise_threshold: float | None = None) -> pd.DataFrame:
+def tidy_table(
+    table: TableInfo,
+    summary: pd.DataFrame,
+    cells: pd.DataFrame,
+    bootstrap: pd.DataFrame | None = None,
+    confidence: float = 0.95,
+    noise_threshold: float | None = None,
+) -> pd.DataFrame:
     """One row per condition of the table, n/a rows included; numbers in the table's unit;
     every ratio with its bootstrap interval when `bootstrap` (aggregate's replicates) is given."""
     mine = table_cells(table, cells)
@@ -247,8 +301,11 @@ def tidy_table(table: TableInfo, summary: pd.DataFrame, cells: pd.DataFrame,
     keys = list(stats.CONDITION_FIELDS)
     numbers = summary[summary["quantity"] == table.quantity].drop(columns="quantity")
     tidy = condition_status(mine).merge(numbers, on=keys, how="left")
-    improvement = (improvement_columns(table, summary) if table.improvement
-                   else pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"]))
+    improvement = (
+        improvement_columns(table, summary)
+        if table.improvement
+        else pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"])
+    )
     tidy = tidy.merge(improvement, on=keys, how="left")
     tidy = tidy.merge(task_ratio_column(table, summary), on=keys, how="left")
     tidy = tidy.merge(first_step_columns(mine), on=keys, how="left")
@@ -286,20 +343,26 @@ def rows_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     tasks = ratio_tasks(table)
     rows: dict[tuple, dict] = {}
     for _, r in tidy.iterrows():
-        key = (*(r[c] for c in index), r["model_label"], r["n_parameters"],
-               column_label(r["framework"], r["mode"]))
+        key = (
+            *(r[c] for c in index),
+            r["model_label"],
+            r["n_parameters"],
+            column_label(r["framework"], r["mode"]),
+        )
         row = rows.setdefault(key, {})
         row[f"{r['task_label']} mean"] = fmt.pm(r["mean"], r["mean_sd"])
         if table.first_step:
             row[f"{r['task_label']} first step"] = fmt.pm(r["first_step"], r["first_step_sd"])
         if table.improvement:
-            row[f"{r['task_label']} step/step"] = (fmt.ratio_of(r, "improvement")
-                                                   if r["compiled"] else "")
+            row[f"{r['task_label']} step/step"] = (
+                fmt.ratio_of(r, "improvement") if r["compiled"] else ""
+            )
         if tasks and r["task"] == tasks[1]:
             row[f"{tasks[1]}/{tasks[0]}"] = fmt.ratio_of(r, "task_ratio")
     wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
     wide.index = pd.MultiIndex.from_tuples(
-        wide.index, names=index + ["model", "# parameters", "framework (mode)"])
+        wide.index, names=index + ["model", "# parameters", "framework (mode)"]
+    )
     return wide.reset_index()
 
 
@@ -317,21 +380,26 @@ def columns_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
             row[f"{label} step/step"] = fmt.ratio_of(r, "improvement")
             row[f"{label} bwd/step"] = fmt.ratio_of(r, "improvement_study_style")
         if tasks:
-            row[f"{label} {tasks[1]}/{tasks[0]}"] = (fmt.ratio_of(r, "task_ratio")
-                                                      if r["task"] == tasks[1] else "")
+            row[f"{label} {tasks[1]}/{tasks[0]}"] = (
+                fmt.ratio_of(r, "task_ratio") if r["task"] == tasks[1] else ""
+            )
     wide = pd.DataFrame.from_dict(rows, orient="index").fillna("n/a")
-    wide.index = pd.MultiIndex.from_tuples(wide.index,
-                                           names=index + ["model", "# parameters", "task"])
+    wide.index = pd.MultiIndex.from_tuples(
+        wide.index, names=index + ["model", "# parameters", "task"]
+    )
     wide = wide.reset_index()
     return wide if len(table.tasks) > 1 else wide.drop(columns="task")
 
 
 def notes_of(tidy: pd.DataFrame) -> list[str]:
     """What is not ok (note) or worth knowing (flags), per condition."""
-    return [f"{column_label(r.framework, r.mode)}, {r.model_label}, {r.task_label}, "
-            f"{fmt.block(r.device, r.threads)}: {text}"
-            for r in tidy.itertuples()
-            for text in (r.note, getattr(r, "flags", "")) if isinstance(text, str) and text]
+    return [
+        f"{column_label(r.framework, r.mode)}, {r.model_label}, {r.task_label}, "
+        f"{fmt.block(r.device, r.threads)}: {text}"
+        for r in tidy.itertuples()
+        for text in (r.note, getattr(r, "flags", ""))
+        if isinstance(text, str) and text
+    ]
 
 
 def to_markdown(tidy: pd.DataFrame, table: TableInfo) -> str:
