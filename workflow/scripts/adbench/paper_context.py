@@ -357,4 +357,6 @@ def threads_check(cells: pd.DataFrame | None) -> dict | None:
                         f"{pair_label(f, m)} ({fmt.threads_text(threads)}: up to "
                         f"{fmt.number(busy.max(), 2)} cores)"
                     )
-    return {"rows": rows, "over": over, "margin": f"{CORES_OVER_THREADS:g}"} if rows else None
+    return (
+        {"rows": rows, "over": over, "margin": fmt.number(CORES_OVER_THREADS, 1)} if rows else None
+    )
