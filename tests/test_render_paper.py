@@ -163,34 +163,24 @@ def make_inputs(
     if figure is None:
         figure = tmp_path / "first_iterations.pdf"
         figure.write_bytes(b"%PDF-1.4 stand-in, never compiled\n")
-    return [
-        "--template",
-        str(ROOT / "report" / "paper.tex.j2"),
-        "--bib",
-        str(ROOT / "report" / "references.bib"),
-        "--published",
-        str(ROOT / "report" / "published"),
-        "--tables",
-        str(tmp_path / "tables"),
-        "--figure",
-        str(figure),
-        "--gradients",
-        str(tmp_path / "gradients.csv"),
-        "--environment",
-        str(tmp_path / "environment.json"),
-        "--first-iterations",
-        str(tmp_path / "first_iterations.csv"),
-        "--cells",
-        str(tmp_path / "cells.parquet"),
-        "--bootstrap",
-        str(tmp_path / "bootstrap.parquet"),
-        "--claims",
-        str(tmp_path / "verdicts" / "claims.csv"),
-        "--comparisons",
-        str(tmp_path / "verdicts" / "comparisons.csv"),
-        "--out",
-        str(tmp_path / "paper" / "paper.pdf"),
-    ] + (["--validation", str(tmp_path / "harness.json")] if validation is not None else [])
+    options = {
+        "--template": ROOT / "report" / "paper.tex.j2",
+        "--bib": ROOT / "report" / "references.bib",
+        "--published": ROOT / "report" / "published",
+        "--tables": tmp_path / "tables",
+        "--figure": figure,
+        "--gradients": tmp_path / "gradients.csv",
+        "--environment": tmp_path / "environment.json",
+        "--first-iterations": tmp_path / "first_iterations.csv",
+        "--cells": tmp_path / "cells.parquet",
+        "--bootstrap": tmp_path / "bootstrap.parquet",
+        "--claims": tmp_path / "verdicts" / "claims.csv",
+        "--comparisons": tmp_path / "verdicts" / "comparisons.csv",
+        "--out": tmp_path / "paper" / "paper.pdf",
+    }
+    if validation is not None:
+        options["--validation"] = tmp_path / "harness.json"
+    return [str(word) for option in options.items() for word in option]
 
 
 @pytest.fixture(scope="module")
