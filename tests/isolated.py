@@ -21,6 +21,7 @@ import fnmatch
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,17 @@ CHECK = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text(
     "properties"]["gradient_check"]["properties"]
 TOLERANCES = {m: CHECK["models"]["default"].get(m, CHECK["tolerance"]["default"])
               for m in spec.MODELS}
+
+# The one key of a BLAS/OpenMP pool in a thread record (backends/blas.py): threadpoolctl's
+# internal_api, the package that ships the library or the library's own name (no folder, no
+# '.libs', no version), and '/<library>' for a second pool of one owner.
+POOL_KEY = re.compile(r"(openblas|mkl|blis|flexiblas|openmp):[\w+-]+(/[\w+-]+)?")
+NAMES_A_POOL = re.compile(r"blas|omp|mkl|blis|:", re.IGNORECASE)
+
+
+def pool_key_problems(record: dict) -> list[str]:
+    """The keys of a thread record that name a BLAS/OpenMP pool in another format."""
+    return [k for k in record if NAMES_A_POOL.search(k) and not POOL_KEY.fullmatch(k)]
 
 
 def venv_python(framework: str) -> Path:
@@ -122,6 +134,15 @@ class BackendCells:
             # Median over cells: a short loop's CPU clock is coarse (10 ms ticks).
             assert busy and float(np.median(busy)) < 1.5, busy
         return test_threads_are_set_and_honoured
+
+    def pool_keys_test(self, pools: tuple[str, ...]):
+        def test_thread_record_keys_pools_one_way(results):
+            """Every BLAS/OpenMP pool reported is keyed in the one format, so a cell's
+            thread record compares across frameworks; `pools` are among them."""
+            reported = results["threads_reported"]
+            assert not pool_key_problems(reported), reported
+            assert set(pools) <= set(reported), reported
+        return test_thread_record_keys_pools_one_way
 
     # ---------------------------------------------------------------- the check of one cell
     def check_cell(self, results: dict, k: int) -> None:

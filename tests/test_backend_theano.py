@@ -36,6 +36,7 @@ CELLS = BackendCells("theano", known_unsupported={
 results = CELLS.results_fixture()
 test_cell_matches_the_float64_reference = CELLS.cell_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
+test_thread_record_keys_pools_one_way = CELLS.pool_keys_test(("openblas:numpy",))
 
 
 def test_choices_state_the_cache(results):

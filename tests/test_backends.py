@@ -9,6 +9,7 @@ every mode runs every task."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -19,9 +20,10 @@ import pytest
 import yaml
 
 from adbench import backends, reference, spec
-from adbench.backends import UnsupportedCell
+from adbench.backends import UnsupportedCell, blas
 
 from conftest import REPO
+from isolated import pool_key_problems
 
 # Tolerances of a float32 cell against the float64 reference (relative L2, largest array):
 # the pipeline's own defaults, with their reasons, from the config schema.
@@ -232,6 +234,7 @@ def test_threads_are_set_and_reported_in_a_fresh_process(backend, threads):
     assert done.returncode == 0, done.stderr
     reported = json.loads(done.stdout.strip().splitlines()[-1])
     assert reported and all(int(v) == threads for v in reported.values()), reported
+    assert not pool_key_problems(reported), reported
 
 
 def test_unknown_mode_is_unsupported(backend):
@@ -314,3 +317,66 @@ def test_torch_transforms_share_the_loaded_parameters(mode):
     shared = {id(p) for p in compiled.parameters()}
     assert all(id(p) in shared for p, _, _ in binds)
     assert np.array_equal(binds[0][0].detach().numpy(), arrays[0])
+
+
+# ------------------------------------------------------------------ the backends' shared layer
+SITE = "/home/someone/.venvs/any/lib/python3.11/site-packages"
+
+
+@pytest.mark.parametrize("internal_api, filepath, key", [
+    ("openblas", f"{SITE}/numpy.libs/libscipy_openblas64_-32a4b2a6.so", "openblas:numpy"),
+    ("openblas", f"{SITE}/scipy.libs/libopenblasp-r0-23e5df77.3.21.dev.so", "openblas:scipy"),
+    ("openblas", f"{SITE}/mxnet/libopenblas.so.0", "openblas:mxnet"),
+    ("openmp", f"{SITE}/torch/lib/libgomp-a34b3233.so.1", "openmp:torch"),
+    ("openmp", "/usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0", "openmp:libgomp"),
+    ("openmp", "/opt/conda/envs/x/lib/libgomp.so.1", "openmp:libgomp"),
+])
+def test_a_pool_is_keyed_by_its_api_and_owner_not_its_path(internal_api, filepath, key):
+    """The same library on another machine, in another folder or build, has the same key."""
+    assert blas.pool_key(internal_api, filepath) == key
+    assert not pool_key_problems({key: 1})
+
+
+def test_pools_sharing_a_key_are_all_recorded():
+    """Two OpenMP runtimes of one package (and numpy's and scipy's OpenBLAS, whose file
+    names share threadpoolctl's prefix) each keep their thread count."""
+    libraries = [
+        {"internal_api": "openblas", "num_threads": 1,
+         "filepath": f"{SITE}/numpy.libs/libopenblas64_p-r0-742d56dc.3.20.so"},
+        {"internal_api": "openblas", "num_threads": 2,
+         "filepath": f"{SITE}/scipy.libs/libopenblasp-r0-23e5df77.3.21.dev.so"},
+        {"internal_api": "openmp", "num_threads": 3, "filepath": f"{SITE}/torch/lib/libgomp.so.1"},
+        {"internal_api": "openmp", "num_threads": 4, "filepath": f"{SITE}/torch/lib/libiomp5.so"},
+    ]
+    pools = blas.pool_threads(libraries)
+    assert pools == {"openblas:numpy": 1, "openblas:scipy": 2, "openmp:torch": 3,
+                     "openmp:torch/libiomp5": 4}
+    assert not pool_key_problems(pools)
+
+
+def _defined_and_imported(path) -> tuple[set[str], set[str], list[int]]:
+    """A module's function names, top-level imported modules and no-op lambdas' lines."""
+    tree = ast.parse(path.read_text())
+    functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module}
+    no_ops = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Lambda) and not n.args.args
+              and isinstance(n.body, ast.Constant) and n.body.value is None]
+    return functions, imported, no_ops
+
+
+BACKEND_FILES = sorted((REPO / "workflow/scripts/adbench/backends").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", BACKEND_FILES, ids=lambda p: p.name)
+def test_no_backend_keeps_its_own_blas_or_sync_helper(path):
+    """BLAS/OpenMP pools go through backends.blas, a CPU step's sync is backends.no_sync."""
+    functions, imported, no_ops = _defined_and_imported(path)
+    if path.name != "blas.py":
+        assert "threadpoolctl" not in imported
+        assert not [f for f in functions if "blas" in f.lower()], functions
+    if path.name != "__init__.py":
+        assert not [f for f in functions if "no_sync" in f], functions
+        assert not no_ops, f"lambda: None at lines {no_ops}: use backends.no_sync"

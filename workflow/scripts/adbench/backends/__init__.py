@@ -7,6 +7,9 @@ A backend module provides:
     versions() -> dict[str, str]               -- library versions for provenance
     device_name(device) -> str                 -- e.g. the GPU's name, for provenance
 
+Shared by the backends: `no_sync` (the sync of a step that has finished when it returns)
+and `blas` (the BLAS/OpenMP thread pools, limited and recorded in one key format).
+
 A backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) also provides, used by its own
 `prepare` and by measure.py on cuda cells only:
     device_sync(device) -> () -> None          -- waits for the device's queued work; the
@@ -64,6 +67,11 @@ class Prepared:
     choices: dict[str, str] = dataclasses.field(default_factory=dict)
     # Seconds of ahead-of-time compilation or tracing inside prepare (see the docstring).
     compile_s: float = 0.0
+
+
+def no_sync() -> None:
+    """The sync of a step whose work has finished when its call returns (CPU kernels, a
+    compiled function that computes synchronously): nothing to wait for."""
 
 
 def cache_dir(framework: str) -> str:

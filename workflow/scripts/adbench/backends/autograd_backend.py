@@ -17,7 +17,6 @@ check the dtype of what derivatives() returns, which is exactly what the timed s
 from __future__ import annotations
 
 import math
-import os
 from typing import Callable
 
 import autograd
@@ -29,43 +28,23 @@ from autograd.extend import vspace
 from autograd.scipy.special import logsumexp
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell
+from adbench.backends import Prepared, UnsupportedCell, blas, no_sync
 from adbench.timing import split_timer, whole_timer
-
-try:  # numpy's BLAS pools, reported and limited through threadpoolctl where it is installed
-    import threadpoolctl
-except ImportError:  # pragma: no cover - the pinned environment has it
-    threadpoolctl = None
 
 
 # ================================================================ environment
-def blas_threads() -> dict:
-    """{'<api>:<library folder>': threads} for every BLAS/OpenMP pool numpy and scipy loaded."""
-    if threadpoolctl is None:
-        return {"blas": None}
-    info = {}
-    for lib in threadpoolctl.threadpool_info():
-        folder = os.path.basename(os.path.dirname(lib.get("filepath", ""))) or lib["prefix"]
-        info[f"{lib['internal_api']}:{folder}"] = lib.get("num_threads")
-    return info or {"blas": None}
-
-
 def configure_threads(threads: int) -> dict:
     """autograd runs numpy: its BLAS (OpenBLAS in numpy's and scipy's wheels) takes
     OPENBLAS_NUM_THREADS, which the harness sets before the import; threadpoolctl enforces the
     same limit on the loaded libraries and reports what they use."""
-    if threadpoolctl is not None:
-        threadpoolctl.threadpool_limits(limits=threads)
-    return blas_threads()
+    return blas.limit_threads(threads)
 
 
 def versions() -> dict[str, str]:
     import scipy
 
-    info = {"autograd": _autograd_version(), "numpy": onp.__version__, "scipy": scipy.__version__}
-    if threadpoolctl is not None:
-        info["threadpoolctl"] = threadpoolctl.__version__
-    return info
+    return {"autograd": _autograd_version(), "numpy": onp.__version__,
+            "scipy": scipy.__version__, **blas.versions()}
 
 
 def _autograd_version() -> str:
@@ -321,7 +300,7 @@ def backward_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
         return vjp(vspace(loss).ones())
 
     def run(i, clock):
-        return split_timer(lambda: forward(i), backward, lambda: None, clock)
+        return split_timer(lambda: forward(i), backward, no_sync, clock)
 
     def derivatives(i):
         state = forward(i)
@@ -352,7 +331,7 @@ def jacobian_rows_task(model_fn, loss_fn, params, batches, workload) -> Prepared
         return onp.stack([vjp(row) for row in one_hot]).reshape(rows, *input_shape)
 
     def run(i, clock):
-        return split_timer(lambda: forward(i), backward, lambda: None, clock)
+        return split_timer(lambda: forward(i), backward, no_sync, clock)
 
     def derivatives(i):
         return float("nan"), [backward(forward(i))]
@@ -376,7 +355,7 @@ def jacobian_vectorized_task(model_fn, loss_fn, params, batches, workload) -> Pr
         return jacobian(b["x"], b)
 
     def run(i, clock):
-        return whole_timer(lambda: step(i), lambda: None, clock)
+        return whole_timer(lambda: step(i), no_sync, clock)
 
     def derivatives(i):
         return float("nan"), [step(i).reshape(rows, *workload.spec.input_shape)]
@@ -403,7 +382,7 @@ def loss_jacobian_task(model_fn, loss_fn, params, batches, workload) -> Prepared
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
 
     def run(i, clock):
-        return whole_timer(lambda: jacobian(flat, batch(i)), lambda: None, clock)
+        return whole_timer(lambda: jacobian(flat, batch(i)), no_sync, clock)
 
     def derivatives(i):
         b = batch(i)

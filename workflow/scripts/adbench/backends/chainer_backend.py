@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Callable
 
 import chainer
@@ -25,13 +24,8 @@ import chainer.links as L
 import numpy as np
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell
+from adbench.backends import Prepared, UnsupportedCell, blas, no_sync
 from adbench.timing import split_timer
-
-try:  # numpy's BLAS pool, reported and limited through threadpoolctl where it is installed
-    import threadpoolctl
-except ImportError:  # pragma: no cover - the pinned environment has it
-    threadpoolctl = None
 
 NO_JACOBIAN_API = ("chainer 7.8.1 has no Jacobian API: no jacobian function and no "
                    "vectorisation over vector-Jacobian products (only Variable.backward and "
@@ -39,31 +33,15 @@ NO_JACOBIAN_API = ("chainer 7.8.1 has no Jacobian API: no jacobian function and 
 
 
 # ================================================================ environment
-def blas_threads() -> dict:
-    """{'<api>:<library folder>': threads} for every BLAS/OpenMP pool numpy loaded."""
-    if threadpoolctl is None:
-        return {"blas": None}
-    info = {}
-    for lib in threadpoolctl.threadpool_info():
-        folder = os.path.basename(os.path.dirname(lib.get("filepath", ""))) or lib["prefix"]
-        info[f"{lib['internal_api']}:{folder}"] = lib.get("num_threads")
-    return info or {"blas": None}
-
-
 def configure_threads(threads: int) -> dict:
     """Chainer computes with numpy on CPU (iDeep off, its default): numpy's OpenBLAS takes
     OPENBLAS_NUM_THREADS, set by the harness before the import; threadpoolctl enforces the
     same limit on the loaded library and reports what it uses."""
-    if threadpoolctl is not None:
-        threadpoolctl.threadpool_limits(limits=threads)
-    return blas_threads()
+    return blas.limit_threads(threads)
 
 
 def versions() -> dict[str, str]:
-    info = {"chainer": chainer.__version__, "numpy": np.__version__}
-    if threadpoolctl is not None:
-        info["threadpoolctl"] = threadpoolctl.__version__
-    return info
+    return {"chainer": chainer.__version__, "numpy": np.__version__, **blas.versions()}
 
 
 def device_name(device: str) -> str:
@@ -385,10 +363,6 @@ LOSSES = {"l2": _l2, "xent": _xent, "ctc": _ctc, "sum": _sum}
 
 
 # ================================================================ tasks
-def _no_sync():
-    pass
-
-
 def backward_task(model: Model, loss_fn, batches, workload) -> Prepared:
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
 
@@ -401,7 +375,7 @@ def backward_task(model: Model, loss_fn, batches, workload) -> Prepared:
 
     def run(i, clock):
         model.chain.cleargrads()  # outside the clock: each step starts with no .grad
-        return split_timer(lambda: forward(i), backward, _no_sync, clock)
+        return split_timer(lambda: forward(i), backward, no_sync, clock)
 
     def derivatives(i):
         model.chain.cleargrads()
@@ -430,7 +404,7 @@ def jacobian_rows_task(model: Model, loss_fn, batches, workload) -> Prepared:
         return np.stack(grads).reshape(rows, *input_shape)
 
     def run(i, clock):
-        return split_timer(lambda: forward(i), backward, _no_sync, clock)
+        return split_timer(lambda: forward(i), backward, no_sync, clock)
 
     def derivatives(i):
         return float("nan"), [backward(forward(i))]

@@ -43,26 +43,27 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell
+from adbench.backends import Prepared, UnsupportedCell, blas
 from adbench.timing import split_timer
 
 
 # ================================================================ environment
 def _mapped_library(pattern: str, under: str | None = None):
-    """A shared library this process has loaded (from its memory map), opened by ctypes."""
+    """(path, ctypes handle) of a shared library this process has loaded (from its memory
+    map), or (None, None)."""
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "/" in line}
     except OSError:
-        return None
+        return None, None
     for path in sorted(paths):
         if re.match(pattern, os.path.basename(path)) and (under is None or
                                                           path.startswith(under)):
             try:
-                return ctypes.CDLL(path)
+                return path, ctypes.CDLL(path)
             except OSError:
                 continue
-    return None
+    return None, None
 
 
 def _features() -> dict[str, bool]:
@@ -74,14 +75,19 @@ def configure_threads(threads: int) -> dict:
     MXNet's own kernels use it) and the OpenBLAS the wheel bundles (an OpenMP build).
     Both took OMP_NUM_THREADS when libmxnet loaded, and MXNet leaves them there when it is
     set; the engine's worker thread cannot be changed from here afterwards, so a count that
-    differs from `threads` is reported as it is and the harness refuses the cell."""
-    gomp = _mapped_library(r"lib(gomp|omp|iomp5)[.-]")
-    blas = _mapped_library(r"libopenblas", os.path.dirname(mx.__file__))
-    omp = int(gomp.omp_get_max_threads()) if gomp is not None else None
+    differs from `threads` is reported as it is and the harness refuses the cell.  Read from
+    the libraries themselves (this environment has no threadpoolctl) and keyed as every
+    backend keys its pools (blas.pool_key); a library not found is keyed as libmxnet's."""
+    mxnet_dir = os.path.dirname(mx.__file__)
+    omp_path, omp = _mapped_library(r"lib(gomp|omp|iomp5)[.-]")
+    blas_path, openblas = _mapped_library(r"libopenblas", mxnet_dir)
+    omp_threads = int(omp.omp_get_max_threads()) if omp is not None else None
     if omp is None and not _features().get("OPENMP", False):
-        omp = 1  # a build without OpenMP runs every operator on one thread
-    return {"omp_max_threads": omp,
-            "openblas_threads": int(blas.openblas_get_num_threads()) if blas else None}
+        omp_threads = 1  # a build without OpenMP runs every operator on one thread
+    blas_threads = int(openblas.openblas_get_num_threads()) if openblas is not None else None
+    libmxnet = os.path.join(mxnet_dir, "libmxnet.so")
+    return {blas.pool_key("openmp", omp_path or libmxnet): omp_threads,
+            blas.pool_key("openblas", blas_path or libmxnet): blas_threads}
 
 
 def versions() -> dict[str, str]:

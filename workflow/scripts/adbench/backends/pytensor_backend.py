@@ -28,7 +28,7 @@ import time
 # ================================================================ caches, before the import
 # (the backends package imports no framework)
 from adbench.backends import (  # noqa: E402
-    Prepared, UnsupportedCell, cache_dir, compose_flags)
+    Prepared, UnsupportedCell, blas, cache_dir, compose_flags, no_sync)
 
 CACHE_DIR = cache_dir("pytensor")
 os.environ["PYTENSOR_FLAGS"] = compose_flags(
@@ -58,17 +58,6 @@ from adbench.timing import whole_timer  # noqa: E402
 
 
 # ================================================================ environment
-def _blas_threads() -> dict:
-    """Threads of every BLAS / OpenMP runtime loaded in the process, as threadpoolctl reads
-    them from the libraries themselves (numpy's and scipy's OpenBLAS)."""
-    try:
-        import threadpoolctl
-    except ImportError:
-        return {"blas": None}
-    return {f"{i['user_api']}:{i['internal_api']}:{os.path.basename(i['filepath'])}":
-            i["num_threads"] for i in threadpoolctl.threadpool_info()}
-
-
 def configure_threads(threads: int) -> dict:
     """OpenBLAS (numpy's, used by the C thunks' BLAS fallback and by numpy-based perform
     methods; scipy's, which Numba's np.dot calls) reads OPENBLAS_NUM_THREADS, pinned by the
@@ -78,17 +67,12 @@ def configure_threads(threads: int) -> dict:
     too."""
     import scipy.linalg  # noqa: F401  (loads scipy's OpenBLAS, which Numba's BLAS calls use)
 
-    try:
-        import threadpoolctl
-
-        threadpoolctl.threadpool_limits(threads)
-    except ImportError:
-        pass
+    pools = blas.limit_threads(threads)
     try:
         numba.set_num_threads(threads)
     except ValueError:  # more than NUMBA_NUM_THREADS, fixed when numba was imported
         pass
-    return {"numba": numba.get_num_threads(), **_blas_threads()}
+    return {"numba": numba.get_num_threads(), **pools}
 
 
 def versions() -> dict[str, str]:
@@ -469,7 +453,7 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
 
     def run(i, clock):
         # The compiled function computes synchronously and returns numpy arrays.
-        sample = whole_timer(lambda: function(*args(i)), lambda: None, clock)
+        sample = whole_timer(lambda: function(*args(i)), no_sync, clock)
         if jitted is not None and numba_signatures(function) != jitted:
             raise RuntimeError("Numba compiled a new signature during a timed call: the "
                                "compilation in prepare did not match the call's types")

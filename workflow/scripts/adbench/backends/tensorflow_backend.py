@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell
+from adbench.backends import Prepared, UnsupportedCell, no_sync
 from adbench.timing import split_timer, whole_timer
 
 keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
@@ -66,13 +66,9 @@ def device_name(device: str) -> str:
 
 
 # ================================================================ device: sync, numerics, memory
-def _no_sync() -> None:
-    """CPU ops (eager, and a tf.function call) have finished when their call returns."""
-
-
 def device_sync(device: str) -> Callable[[], None]:
     """What the timer calls before every clock read: GPU kernels run asynchronously."""
-    return tf.test.experimental.sync_devices if device == "cuda" else _no_sync
+    return tf.test.experimental.sync_devices if device == "cuda" else no_sync
 
 
 def _force_xla_flag(name: str, value: str) -> None:

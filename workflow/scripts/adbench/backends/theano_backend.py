@@ -32,7 +32,7 @@ import time
 # ================================================================ flags, before the import
 # (the backends package imports no framework)
 from adbench.backends import (  # noqa: E402
-    Prepared, UnsupportedCell, cache_dir, compose_flags)
+    Prepared, UnsupportedCell, blas, cache_dir, compose_flags, no_sync)
 
 CACHE_DIR = cache_dir("theano")
 os.environ["THEANO_FLAGS"] = compose_flags(
@@ -69,29 +69,12 @@ if BATCHED_DOT_PERFORM:
 
 
 # ================================================================ environment
-def _blas_threads() -> dict:
-    """Threads of every BLAS / OpenMP runtime loaded in the process (numpy's OpenBLAS),
-    as threadpoolctl reads them from the libraries themselves."""
-    try:
-        import threadpoolctl
-    except ImportError:
-        return {"blas": None}
-    return {f"{i['user_api']}:{i['internal_api']}:{os.path.basename(i['filepath'])}":
-            i["num_threads"] for i in threadpoolctl.threadpool_info()}
-
-
 def configure_threads(threads: int) -> dict:
     """The math that can run threads is numpy's OpenBLAS (Theano's BLAS fallback calls
     numpy's dot): OPENBLAS_NUM_THREADS, pinned by the harness before the import, and set
     again here through threadpoolctl, which reports it.  Theano's own C code runs one
     thread (config.openmp False, reported in choices)."""
-    try:
-        import threadpoolctl
-
-        threadpoolctl.threadpool_limits(threads)
-    except ImportError:
-        pass
-    return _blas_threads()
+    return blas.limit_threads(threads)
 
 
 def versions() -> dict[str, str]:
@@ -379,7 +362,7 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
 
     def run(i, clock):
         # The compiled function computes synchronously and returns numpy arrays.
-        return whole_timer(lambda: function(*args(i)), lambda: None, clock)
+        return whole_timer(lambda: function(*args(i)), no_sync, clock)
 
     def derivatives(i):
         values = function(*args(i))

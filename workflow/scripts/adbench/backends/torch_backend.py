@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell
+from adbench.backends import Prepared, UnsupportedCell, no_sync
 from adbench.timing import split_timer, whole_timer
 
 
@@ -54,13 +54,9 @@ def device_name(device: str) -> str:
 
 
 # ================================================================ device: sync, numerics, memory
-def _no_sync() -> None:
-    """CPU kernels have finished when their call returns: nothing to wait for."""
-
-
 def device_sync(device: str) -> Callable[[], None]:
     """What the timer calls before every clock read: CUDA kernels run asynchronously."""
-    return torch.cuda.synchronize if device == "cuda" else _no_sync
+    return torch.cuda.synchronize if device == "cuda" else no_sync
 
 
 def apply_cuda_numerics(numerics: dict) -> dict[str, str]:
