@@ -7,8 +7,10 @@ A backend module provides:
     versions() -> dict[str, str]               -- library versions for provenance
     device_name(device) -> str                 -- e.g. the GPU's name, for provenance
 
-Shared by the backends: `no_sync` (the sync of a step that has finished when it returns)
-and `blas` (the BLAS/OpenMP thread pools, limited and recorded in one key format).
+Shared by the backends: `no_sync` (the sync of a step that has finished when it returns),
+`blas` (the BLAS/OpenMP thread pools, limited and recorded in one key format) and
+`symbolic_graphs` (the models' graphs for PyTensor and Theano, written once against the
+tensor module each passes in).
 
 A backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) also provides, used by its own
 `prepare` and by measure.py on cuda cells only:

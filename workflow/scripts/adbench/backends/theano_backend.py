@@ -2,10 +2,10 @@
 derivatives, one theano.function per cell in FAST_RUN (cvm linker, C thunks), compiled in
 `prepare`; mode "c".
 
-Weights are shared variables (theano.shared, borrow=True) holding the spec's canonical
-arrays, which are the layouts Theano users write (T.dot(x, W) with W (in, out); NCHW
-images and (out, in, kh, kw) kernels for T.nnet.conv2d): nothing is converted, and the
-derivatives are taken w.r.t. the shared variables.  Batches are the function's inputs.
+The graphs are symbolic_graphs' (shared with the PyTensor backend) in Theano's dialect:
+weights are shared variables (theano.shared, borrow=True) holding the spec's canonical
+arrays, the layouts Theano users write (T.dot(x, W) with W (in, out); NCHW images and
+(out, in, kh, kw) kernels for T.nnet.conv2d).  Batches are the function's inputs.
 
 Environment (set here, before theano is imported; the user's other THEANO_FLAGS are kept):
     base_compiledir=$ADBENCH_CACHE_DIR/theano   the C module cache, never $HOME
@@ -28,17 +28,16 @@ import os
 import sys
 import time
 
-
 # ================================================================ flags, before the import
 # (the backends package imports no framework)
-from adbench.backends import (  # noqa: E402
-    Prepared, UnsupportedCell, blas, cache_dir, compose_flags, no_sync)
+from adbench.backends import Prepared, UnsupportedCell, blas, cache_dir, compose_flags
 
 CACHE_DIR = cache_dir("theano")
 os.environ["THEANO_FLAGS"] = compose_flags(
     os.environ.get("THEANO_FLAGS", ""),
     forced={"base_compiledir": CACHE_DIR},
-    defaults={"blas.ldflags": "", "floatX": "float32"})
+    defaults={"blas.ldflags": "", "floatX": "float32"},
+)
 
 SCAN_CYTHON = "theano.scan_module.scan_perform_ext"
 sys.modules.setdefault(SCAN_CYTHON, None)  # see the module docstring: Python scan loop
@@ -48,12 +47,11 @@ import scipy  # noqa: E402
 import theano  # noqa: E402
 import theano.tensor as T  # noqa: E402
 from theano.gof.utils import MethodNotDefined  # noqa: E402
-from theano.gradient import disconnected_grad  # noqa: E402
 from theano.tensor.blas import BatchedDot  # noqa: E402
 from theano.tensor.signal.pool import pool_2d  # noqa: E402
 
 from adbench import spec  # noqa: E402
-from adbench.timing import whole_timer  # noqa: E402
+from adbench.backends import symbolic_graphs as graphs  # noqa: E402
 
 # BatchedDot's C code takes the address of the Fortran gemm symbols (sgemm_, dgemm_) as
 # declared extern "C" with const A and B; Theano's NumPy-based BLAS fallback (blas.ldflags
@@ -62,6 +60,7 @@ from adbench.timing import whole_timer  # noqa: E402
 # Python perform (numpy.dot per batch element), as it does for any op without C code.
 BATCHED_DOT_PERFORM = not theano.config.blas.ldflags
 if BATCHED_DOT_PERFORM:
+
     def _no_c_code(self, *args, **kwargs):
         raise MethodNotDefined("c_code", type(self), type(self).__name__)
 
@@ -85,192 +84,51 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
-# ================================================================ layers (symbolic)
-def relu(x):
-    return T.maximum(x, 0)
+# ================================================================ Theano's dialect
+def _scan(fn, sequences, outputs_info, non_sequences) -> list:
+    outputs, _ = theano.scan(
+        fn, sequences=sequences, outputs_info=outputs_info, non_sequences=non_sequences
+    )
+    return outputs if isinstance(outputs, list) else [outputs]
 
 
-def dense(x, w, b=None):
-    y = T.dot(x, w)
-    return y if b is None else y + b
+def _tensor(name: str, dtype: str, shape: tuple):
+    """Theano 1.0.5 types have no static shape: every axis free (none broadcastable)."""
+    return T.TensorType(dtype, (False,) * len(shape))(name)
 
 
-def conv2d(x, w, shape, stride: int, pad: int, b=None):
-    """Cross-correlation, as torch.nn.Conv2d (filter_flip=False); FAST_RUN turns it into
-    CorrMM (im2col + gemm) and its gradients into CorrMM_gradWeights / gradInputs."""
-    y = T.nnet.conv2d(x, w, filter_shape=shape, border_mode=(pad, pad),
-                      subsample=(stride, stride), filter_flip=False)
-    return y if b is None else y + b.dimshuffle("x", 0, "x", "x")
+def _rows(f):
+    """A 2-D-only Theano op (softmax, logsoftmax) over the last axis of x."""
+    return lambda x: f(x.reshape((-1, x.shape[-1]))).reshape(x.shape)
 
 
-BN_EPS = 1e-5  # torch.nn.BatchNorm2d's
+def _xent(logits, labels):  # rewritten by FAST_RUN into the fused softmax cross-entropy op
+    return T.nnet.categorical_crossentropy(T.nnet.softmax(logits), labels).mean()
 
 
-def batch_norm(x, gamma, beta):
-    """Inference mode with running mean 0 and variance 1 (the spec's)."""
-    scale = gamma / float(np.sqrt(1.0 + BN_EPS))  # a Python float: float32 or 64 as gamma
-    return x * scale.dimshuffle("x", 0, "x", "x") + beta.dimshuffle("x", 0, "x", "x")
+def _conv2d(x, w, size, shape, stride: int, pad: int):
+    """Cross-correlation (filter_flip=False); FAST_RUN turns it into CorrMM (im2col + gemm)
+    and its gradients into CorrMM_gradWeights / gradInputs."""
+    return T.nnet.conv2d(
+        x,
+        w,
+        filter_shape=shape,
+        border_mode=(pad, pad),
+        subsample=(stride, stride),
+        filter_flip=False,
+    )
 
 
-def _rows(f, x):
-    """Apply a 2-D-only Theano op (softmax, logsoftmax) over the last axis of x."""
-    return f(x.reshape((-1, x.shape[-1]))).reshape(x.shape)
-
-
-# ================================================================ models
-def mlp(model, params, x, aux):
-    layers = len(model.arch["sizes"]) - 1
-    for i in range(layers):
-        x = dense(x, params[2 * i], params[2 * i + 1])
-        if i < layers - 1:
-            x = relu(x)
-    return x
-
-
-def cnn(model, params, x, aux):
-    a = model.arch
-    for i in range(2):
-        x = relu(conv2d(x, params[2 * i], model.params[2 * i].shape, a["strides"][i],
-                        a["padding"], params[2 * i + 1]))
-    return dense(x.flatten(2), params[4], params[5])  # flattened in (C, H, W) order
-
-
-def lstm(model, params, x, aux):
-    w_ih, w_hh, bias, w_fc, b_fc = params
-    hidden = model.arch["hidden"]
-    inputs = dense(x.dimshuffle(1, 0, 2), w_ih, bias)  # (T, N, 4H): one GEMM for all steps
-
-    def step(pre, h, c, w_hh):
-        z = pre + T.dot(h, w_hh)
-        i = T.nnet.sigmoid(z[:, :hidden])
-        f = T.nnet.sigmoid(z[:, hidden:2 * hidden])
-        g = T.tanh(z[:, 2 * hidden:3 * hidden])
-        o = T.nnet.sigmoid(z[:, 3 * hidden:])
-        c = f * c + i * g
-        return o * T.tanh(c), c
-
-    h0 = T.zeros((x.shape[0], hidden), dtype=x.dtype)
-    (hs, _), _ = theano.scan(step, sequences=inputs, outputs_info=[h0, h0],
-                             non_sequences=[w_hh])
-    return dense(hs[-1], w_fc, b_fc)
-
-
-def resnet(model, params, x, aux):
-    it = iter(zip(params, model.params))
-
-    def conv_bn(x, stride, pad, relu_after=True):
-        (w, p), (gamma, _), (beta, _) = next(it), next(it), next(it)
-        y = batch_norm(conv2d(x, w, p.shape, stride, pad), gamma, beta)
-        return relu(y) if relu_after else y
-
-    x = conv_bn(x, 2, 3)
+def _max_pool(x, size, kernel: int, stride: int, pad: int):
     # Zero padding: the input is a ReLU's output (>= 0), so it never wins the max.
-    x = pool_2d(x, ws=(3, 3), ignore_border=True, stride=(2, 2), pad=(1, 1), mode="max")
-    for blk in spec.resnet_blocks():
-        y = conv_bn(x, 1, 0)
-        y = conv_bn(y, blk["stride"], 1)
-        y = conv_bn(y, 1, 0, relu_after=False)
-        shortcut = conv_bn(x, blk["stride"], 0, relu_after=False) if blk["project"] else x
-        x = relu(y + shortcut)
-    (w_fc, _), (b_fc, _) = next(it), next(it)
-    return dense(x.mean(axis=(2, 3)), w_fc, b_fc)
-
-
-def attention(model, params, x, aux):
-    """One head, as nn.MultiheadAttention: softmax(q k^T / sqrt(E)) v, then the output
-    projection; x (N, L, E)."""
-    wq, bq, wk, bk, wv, bv, wo, bo = params
-    q, k, v = dense(x, wq, bq), dense(x, wk, bk), dense(x, wv, bv)
-    scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(model.arch["embed"]))
-    weights = _rows(T.nnet.softmax, scores)
-    return dense(T.batched_dot(weights, v), wo, bo)
-
-
-def ctc_net(model, params, x, aux):
-    return _rows(T.nnet.logsoftmax, dense(x, params[0], params[1]))
-
-
-def rnn_cell(model, params, x, aux):
-    w_h, w_x = params
-    return T.tanh(T.dot(aux, w_h.T) + T.dot(x, w_x.T))
-
-
-FAMILIES = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "resnet": resnet, "attention": attention,
-            "ctc": ctc_net, "rnn_cell": rnn_cell}
-
-
-# ================================================================ losses
-NEG = np.float32(-1e30)  # log(0) for the CTC recursion: finite, so no inf - inf in gradients
-
-
-def _logsumexp(*terms):
-    m = terms[0]
-    for t in terms[1:]:
-        m = T.maximum(m, t)
-    m = disconnected_grad(m)  # the max only shifts: its derivative cancels exactly
-    return m + T.log(sum(T.exp(t - m) for t in terms))
-
-
-def ctc_loss(log_probs, labels, model):
-    """CTC (blank 0), summed over the batch; every sequence and label at full length.
-
-    theano.tensor.nnet.ctc needs Baidu's warp-ctc library (not on PyPI), so the loss is
-    written in Theano: the forward (alpha) recursion in log space over the time steps with
-    theano.scan over the extended label sequence (blanks between and around the labels);
-    theano.grad differentiates through the scan."""
-    n_labels, classes = model.arch["label_length"], model.arch["classes"]
-    states = 2 * n_labels + 1
-    n = labels.shape[0]
-    blanks = T.zeros_like(labels)
-    ext = T.concatenate([T.stack([blanks, labels], axis=2).reshape((n, 2 * n_labels)),
-                         blanks[:, :1]], axis=1)  # (N, S): blank, l1, blank, l2, ..., blank
-    one_hot = T.cast(T.eq(ext.dimshuffle(0, 1, "x"), T.arange(classes).dimshuffle("x", "x", 0)),
-                     log_probs.dtype)
-    emit = T.batched_dot(log_probs, one_hot.dimshuffle(0, 2, 1)).dimshuffle(1, 0, 2)  # (T,N,S)
-    skip = T.concatenate([T.zeros((n, 2), dtype="bool"),
-                          T.and_(T.neq(ext[:, 2:], 0), T.neq(ext[:, 2:], ext[:, :-2]))], axis=1)
-    alpha0 = T.switch(T.lt(T.arange(states), 2).dimshuffle("x", 0), emit[0], NEG)
-
-    def step(e, alpha, skip):
-        pad1 = T.alloc(NEG, n, 1)
-        from_prev = T.concatenate([pad1, alpha[:, :-1]], axis=1)
-        from_skip = T.switch(skip, T.concatenate([pad1, pad1, alpha[:, :-2]], axis=1), NEG)
-        return _logsumexp(alpha, from_prev, from_skip) + e
-
-    alphas, _ = theano.scan(step, sequences=emit[1:], outputs_info=alpha0,
-                            non_sequences=skip)
-    last = alphas[-1]
-    return -_logsumexp(last[:, states - 1], last[:, states - 2]).sum()
-
-
-def loss_of(model, pred, aux):
-    """As torch_backend.WithLoss: l2 = ||y - pred||_2, mean cross-entropy, summed CTC, sum."""
-    if model.loss == "l2":
-        return T.sqrt(T.sum(T.sqr(aux - pred)))
-    if model.loss == "xent":  # rewritten by FAST_RUN into the fused softmax cross-entropy op
-        return T.nnet.categorical_crossentropy(T.nnet.softmax(pred), aux).mean()
-    if model.loss == "ctc":
-        return ctc_loss(pred, aux, model)
-    return pred.sum()
-
-
-# ================================================================ graphs of the tasks
-MODE_CHOICE = ("theano.function(mode='FAST_RUN'): Mode(linker='cvm', optimizer='fast_run'), "
-               "C thunks (g++) run by the C VM")
-
-
-def _inputs(model, dtype: str):
-    """Symbolic x and aux (targets, labels or h0); every axis free."""
-    x = T.TensorType(dtype, (False,) * (1 + len(model.input_shape)))("x")
-    if model.family == "rnn_cell":
-        aux = T.TensorType(dtype, (False, False))("h0")
-    elif model.loss == "xent":
-        aux = T.lvector("y")
-    elif model.loss == "ctc":
-        aux = T.lmatrix("y")
-    else:
-        aux = T.TensorType(dtype, (False,) * (1 + len(model.output_shape)))("y")
-    return x, aux
+    return pool_2d(
+        x,
+        ws=(kernel, kernel),
+        ignore_border=True,
+        stride=(stride, stride),
+        pad=(pad, pad),
+        mode="max",
+    )
 
 
 # jacobian_rows: "scan" (the framework's row-by-row Jacobian, as in the PyTensor backend) or
@@ -280,126 +138,134 @@ def _inputs(model, dtype: str):
 ROWS_API = "scan"
 
 
-def _graph(workload: spec.Workload, params, dtype: str):
-    """(function inputs, outputs, choices) of the task's step."""
-    model, task = workload.spec, workload.task
-    forward = FAMILIES[model.family]
-    x, aux = _inputs(model, dtype)
-    if task in ("backward", "loss_jacobian"):
-        loss = loss_of(model, forward(model, params, x, aux), aux)
-        if task == "backward":
-            grads = theano.grad(loss, params)
-            choice = "theano.grad(loss, shared weights)"
-        else:
-            grads = theano.gradient.jacobian(loss, params)
-            choice = ("theano.gradient.jacobian(loss, shared weights): for a scalar "
-                      "expression it is theano.grad (the same graph as backward)")
-        return [x, aux], [loss, *grads], {"derivative": choice}
-    if task == "jacobian_vectorized":
-        raise UnsupportedCell(
-            f"theano {theano.__version__} has no vectorised Jacobian: "
-            "theano.gradient.jacobian loops over the output rows with theano.scan (one "
-            "theano.grad per row), and Theano has no vmap / vectorize_graph")
-    if task == "jacobian_rows":
-        rows = min(workload.jacobian_rows, model.n_outputs)
-        inputs = [x, aux] if model.family == "rnn_cell" else [x]
-        out = forward(model, params, x, aux).flatten()[:rows]
-        if ROWS_API == "scan":
-            jac = theano.gradient.jacobian(out, x)  # (rows, 1, *input)
-            return inputs, [jac.reshape((rows, *model.input_shape))], {
-                "derivative": "theano.gradient.jacobian(out, x): theano.scan over the rows, "
-                              "one theano.grad of out[r] w.r.t. x per iteration (the scan "
-                              "optimisations hoist the loop-invariant forward out of the loop); "
-                              "the scan loop is Theano's Python one (Scan.execute): its "
-                              "Cython loop does not build on Python 3.11"}
-        # One-hot cotangents as a shared matrix (an input of the graph, not a constant the
-        # optimizer could fold), one theano.grad per row: the Python loop is unrolled into
-        # one graph, as tf.function unrolls it.
-        one_hot = theano.shared(np.eye(rows, dtype=dtype), name="one_hot")
-        vjps = [theano.grad(None, wrt=x, known_grads={out: one_hot[r]}) for r in range(rows)]
-        jac = T.concatenate(vjps, axis=0).reshape((rows, *model.input_shape))
-        return inputs, [jac], {"derivative": "a Python loop of theano.grad(None, x, "
-                               "known_grads={out: one_hot[r]}) per row (one-hot rows of a "
-                               "shared matrix), unrolled into one compiled function"}
-    raise UnsupportedCell(f"theano backend has no task {task!r}")
+def _jacobian_rows(out, x, rows: int):
+    if ROWS_API == "scan":
+        return theano.gradient.jacobian(out, x), (  # (rows, 1, *input)
+            "theano.gradient.jacobian(out, x): theano.scan over the rows, one theano.grad of "
+            "out[r] w.r.t. x per iteration (the scan optimisations hoist the loop-invariant "
+            "forward out of the loop); the scan loop is Theano's Python one (Scan.execute): "
+            "its Cython loop does not build on Python 3.11"
+        )
+    # One-hot cotangents as a shared matrix (an input of the graph, not a constant the
+    # optimizer could fold), one theano.grad per row: the Python loop is unrolled into
+    # one graph, as tf.function unrolls it.
+    one_hot = theano.shared(np.eye(rows, dtype=x.dtype), name="one_hot")
+    vjps = [theano.grad(None, wrt=x, known_grads={out: one_hot[r]}) for r in range(rows)]
+    return T.concatenate(vjps, axis=0), (
+        "a Python loop of theano.grad(None, x, known_grads={out: one_hot[r]}) per row "
+        "(one-hot rows of a shared matrix), unrolled into one compiled function"
+    )
+
+
+def _no_jacobian_vectorized(out, x, rows: int):
+    raise UnsupportedCell(
+        f"theano {theano.__version__} has no vectorised Jacobian: "
+        "theano.gradient.jacobian loops over the output rows with theano.scan (one "
+        "theano.grad per row), and Theano has no vmap / vectorize_graph"
+    )
+
+
+DIALECT = graphs.Dialect(
+    framework=theano,
+    label="Theano",
+    scan=_scan,
+    tensor=_tensor,
+    sigmoid=T.nnet.sigmoid,
+    softmax=_rows(T.nnet.softmax),
+    log_softmax=_rows(T.nnet.logsoftmax),
+    batched_matmul=T.batched_dot,
+    xent=_xent,
+    conv2d=_conv2d,
+    max_pool=_max_pool,
+    jacobian_rows=_jacobian_rows,
+    jacobian_vectorized=_no_jacobian_vectorized,
+)
 
 
 # ================================================================ compilation
+MODE_CHOICE = (
+    "theano.function(mode='FAST_RUN'): Mode(linker='cvm', optimizer='fast_run'), "
+    "C thunks (g++) run by the C VM"
+)
+
+
 def _cache_state() -> str:
     compiledir = theano.config.compiledir
-    modules = [d for d in os.listdir(compiledir) if d.startswith("tmp")] \
-        if os.path.isdir(compiledir) else []
-    return (f"{'warm' if modules else 'cold (empty)'} before this cell: {len(modules)} C "
-            f"modules in {compiledir}; the cache dir is shared by every cell run with the "
-            "same ADBENCH_CACHE_DIR, so a later cell's compile_s reuses what earlier cells "
-            "compiled; Theano's own lazylinker/cutils modules are built at import")
+    modules = (
+        [d for d in os.listdir(compiledir) if d.startswith("tmp")]
+        if os.path.isdir(compiledir)
+        else []
+    )
+    return (
+        f"{'warm' if modules else 'cold (empty)'} before this cell: {len(modules)} C "
+        f"modules in {compiledir}; the cache dir is shared by every cell run with the "
+        "same ADBENCH_CACHE_DIR, so a later cell's compile_s reuses what earlier cells "
+        "compiled; Theano's own lazylinker/cutils modules are built at import"
+    )
 
 
 def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float32") -> Prepared:
     if mode != "c":
         raise UnsupportedCell(f"theano has no mode {mode!r}")
     if device != "cpu":
-        raise UnsupportedCell("the theano backend runs on CPU only (Theano's GPU backend "
-                              "needs libgpuarray, which is not installed)")
+        raise UnsupportedCell(
+            "the theano backend runs on CPU only (Theano's GPU backend "
+            "needs libgpuarray, which is not installed)"
+        )
     model = workload.spec
-    if model.family not in FAMILIES:
+    if model.family not in graphs.FAMILIES:
         raise UnsupportedCell(f"theano backend has no model family {model.family!r}")
-    params = [theano.shared(a.astype(dtype, copy=False), name=p.name, borrow=True)
-              for p, a in zip(model.params, spec.make_params(workload), strict=True)]
-    batches = [tuple(np.ascontiguousarray(
-        b[k].astype(dtype, copy=False) if b[k].dtype.kind == "f" else b[k])
-        for k in ("x", "h0" if "h0" in b else "y")) for b in spec.make_batches(workload)]
+    params = graphs.shared_params(theano.shared, workload, dtype)
+    batches = graphs.batch_arguments(workload, dtype)
     cache = _cache_state()
 
     t = time.perf_counter()
-    inputs, outputs, choices = _graph(workload, params, dtype)
+    inputs, outputs, choices = graphs.task_graph(DIALECT, workload, params, dtype)
     function = theano.function(inputs, outputs, mode="FAST_RUN")
     compile_s = time.perf_counter() - t
-    for o in function.maker.fgraph.outputs:
-        if o.dtype != dtype:
-            raise RuntimeError(f"output of dtype {o.dtype}, not {dtype}: an upcast in the graph")
-    args = lambda i: batches[i % len(batches)][:len(inputs)]  # noqa: E731
+    graphs.check_output_dtypes(function, dtype)
+    run, derivatives = graphs.timed_function(function, batches, len(inputs), workload)
 
-    def run(i, clock):
-        # The compiled function computes synchronously and returns numpy arrays.
-        return whole_timer(lambda: function(*args(i)), no_sync, clock)
-
-    def derivatives(i):
-        values = function(*args(i))
-        if spec.TASKS[workload.task].derivative == "jacobian":
-            return float("nan"), [np.asarray(values[0])]
-        return float(values[0]), [np.asarray(v) for v in values[1:]]
-
-    choices.update({
-        "mode": MODE_CHOICE,
-        "graph": "symbolic Theano graph of model + loss; weights are shared variables "
-                 "(canonical layouts, no conversion), batches are function inputs",
-        "compile_s": "symbolic differentiation + theano.function (graph optimisation, C "
-                     "code generation, g++ of the modules not in the compiledir)",
-        "cache": cache,
-        "blas": f"blas.ldflags={theano.config.blas.ldflags!r}"
-                + (" (empty: Theano's NumPy C-API BLAS fallback, numpy's OpenBLAS)"
-                   if not theano.config.blas.ldflags else ""),
-        "openmp": str(theano.config.openmp),
-        "python_3_11": "C Scan (Cython 0.28.5) does not build: Theano's Python scan loop "
-                       "(Scan.execute) runs scans" if model.family == "lstm"
-                       or model.loss == "ctc" or workload.task == "jacobian_rows"
-                       else "no workaround involved",
-        "dtype": dtype,
-    })
+    choices.update(
+        {
+            "mode": MODE_CHOICE,
+            "compile_s": "symbolic differentiation + theano.function (graph optimisation, C "
+            "code generation, g++ of the modules not in the compiledir)",
+            "cache": cache,
+            "blas": f"blas.ldflags={theano.config.blas.ldflags!r}"
+            + (
+                " (empty: Theano's NumPy C-API BLAS fallback, numpy's OpenBLAS)"
+                if not theano.config.blas.ldflags
+                else ""
+            ),
+            "openmp": str(theano.config.openmp),
+            "python_3_11": (
+                "C Scan (Cython 0.28.5) does not build: Theano's Python scan loop "
+                "(Scan.execute) runs scans"
+                if model.family == "lstm"
+                or model.loss == "ctc"
+                or workload.task == "jacobian_rows"
+                else "no workaround involved"
+            ),
+            "dtype": dtype,
+        }
+    )
     if model.family in ("cnn", "resnet"):
-        choices["conv"] = ("T.nnet.conv2d(filter_flip=False) -> CorrMM (im2col + the "
-                           "fallback gemm) in FAST_RUN")
+        choices["conv"] = (
+            "T.nnet.conv2d(filter_flip=False) -> CorrMM (im2col + the "
+            "fallback gemm) in FAST_RUN"
+        )
     if model.family in ("attention", "ctc") and BATCHED_DOT_PERFORM:
-        choices["batched_dot"] = ("T.batched_dot runs BatchedDot's Python perform (numpy.dot "
-                                  "per batch element): its C code does not link against "
-                                  "Theano's NumPy BLAS fallback (undefined symbol dgemm_)")
+        choices["batched_dot"] = (
+            "T.batched_dot runs BatchedDot's Python perform (numpy.dot "
+            "per batch element): its C code does not link against "
+            "Theano's NumPy BLAS fallback (undefined symbol dgemm_)"
+        )
     if model.loss == "ctc":
-        choices["ctc"] = ("CTC written in Theano: log-space alpha recursion with theano.scan "
-                          "(theano.tensor.nnet.ctc needs the external warp-ctc library)")
-    if model.family == "lstm":
-        choices["lstm"] = ("theano.scan over the 28 steps; input projection x @ W_ih + b for "
-                           "all steps before the scan")
+        choices["ctc"] = (
+            "CTC written in Theano: log-space alpha recursion with theano.scan "
+            "(theano.tensor.nnet.ctc needs the external warp-ctc library)"
+        )
     prepared = Prepared(run, derivatives, choices, compile_s)
     prepared.function = function  # for the tests
     return prepared
