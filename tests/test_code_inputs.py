@@ -51,11 +51,12 @@ def test_a_module_loaded_by_name_is_named_by_the_rule(tmp_path):
         code_inputs.rule_code("main.py", "plugins.two", scripts=tmp_path)
 
 
-def planned_inputs() -> dict[str, list[tuple[dict, list[str]]]]:
-    """{rule: [(wildcards, inputs)]} of every job a forced dry run of the default config
-    plans, as Snakemake prints them."""
+def planned_inputs(workdir: Path = ROOT, *args: str) -> dict[str, list[tuple[dict, list[str]]]]:
+    """{rule: [(wildcards, inputs)]} of every job a forced dry run plans (of the default
+    config unless `args` say otherwise), as Snakemake prints them."""
     done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores",
-                           "2"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           "2", *args], cwd=workdir, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = {}
     for block in done.stdout.split("\n\n"):
@@ -74,7 +75,8 @@ LOADED = """
 import importlib.util, json, sys
 sys.path.insert(0, {scripts!r})
 found = importlib.util.spec_from_file_location("script_under_test", {script!r})
-found.loader.exec_module(importlib.util.module_from_spec(found))
+module = sys.modules["script_under_test"] = importlib.util.module_from_spec(found)
+found.loader.exec_module(module)
 for framework in {frameworks!r}:
     importlib.import_module("adbench.backends").load(framework)
 print(json.dumps(sorted(m.__file__ for m in list(sys.modules.values())
