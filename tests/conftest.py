@@ -15,3 +15,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+def pytest_collection_modifyitems(config, items):
+    """The end-to-end files first, in collection order otherwise: the workers (pytest-xdist,
+    a file each) start the longest work first instead of finishing on it."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)

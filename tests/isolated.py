@@ -17,6 +17,7 @@ references.
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import itertools
 import json
@@ -52,18 +53,27 @@ def pool_key_problems(record: dict) -> list[str]:
 
 
 def venv_python(framework: str) -> Path:
-    """The framework's environment, built now if it is missing or older than its pins."""
+    """The framework's environment, built now if it is missing or older than its pins.
+    Built once per session: the test workers (pytest-xdist) take a lock per environment."""
     env = spec.FRAMEWORKS[framework].env
     pins, receipt = REPO / "envs" / f"{env}.yaml", REPO / ".venvs" / f"{env}.json"
     constraints = REPO / "envs" / f"{env}.build-constraints.txt"
     newest_input = max(p.stat().st_mtime for p in (pins, constraints) if p.exists())
-    if not receipt.exists() or receipt.stat().st_mtime < newest_input:
-        done = subprocess.run(
-            [sys.executable, str(REPO / "workflow/scripts/build_env.py"), str(pins),
-             "--prefix", str(REPO / ".venvs" / env), "--receipt", str(receipt)],
-            cwd=REPO, capture_output=True, text=True)
-        assert done.returncode == 0, f"building .venvs/{env} failed:\n{done.stderr[-4000:]}"
+    receipt.parent.mkdir(exist_ok=True)
+    with open(REPO / ".venvs" / f"{env}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not receipt.exists() or receipt.stat().st_mtime < newest_input:
+            build_venv(env, pins, receipt)
     return REPO / ".venvs" / env / "bin" / "python"
+
+
+def build_venv(env: str, pins: Path, receipt: Path) -> None:
+    """Exactly as the pipeline builds it (build_env.py); a failure is a test failure."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "workflow/scripts/build_env.py"), str(pins),
+         "--prefix", str(REPO / ".venvs" / env), "--receipt", str(receipt)],
+        cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, f"building .venvs/{env} failed:\n{done.stderr[-4000:]}"
 
 
 def tiny(model: str, task: str, mode: str, seed: int = 3) -> dict:
