@@ -27,6 +27,7 @@ from adbench import reference, schema, spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import pipeline_cost  # noqa: E402  (its fresh copy of the checkout, shared)
+from test_code_inputs import planned_inputs  # noqa: E402  (a dry run's inputs per job)
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[1]
@@ -306,6 +307,31 @@ def test_editing_a_backend_re_times_its_framework_alone(run):
     measured = [line.split(f"{OUT}/raw/", 1)[1] for line in edited.splitlines()
                 if line.strip().startswith(f"output: {OUT}/raw/")]
     assert measured and all(path.split("/")[1] == framework for path in measured), measured
+
+
+def test_editing_a_module_no_timing_job_imports_re_runs_its_users_alone(run):
+    """Code inputs are derived from the scripts' imports (adbench/code_inputs.py): editing a
+    module the figures import, and no timing job does, re-draws the figures, re-runs the
+    other jobs whose scripts import it and the paper after them, and re-times nothing."""
+    jobs = planned_inputs(run, "--configfile", TEST_CONFIG, "--config", "environments=venv")
+    users = {}
+    for rule, planned in jobs.items():
+        for _, inputs in planned:
+            for path in inputs:
+                users.setdefault(path, set()).add(rule)
+    timed = {"harness", "measure", "reference"}
+    candidates = [p for p in users if p.endswith(".py") and "figures" in users[p]
+                  and not users[p] & timed and not p.endswith("figures.py")]
+    module = Path(min(candidates, key=lambda p: (len(users[p]), p)))
+    before, text = module.stat(), module.read_text()
+    try:
+        module.write_text(text + "# edited\n")
+        plan = snakemake(run, "-n", "--config", "environments=venv").log
+    finally:
+        module.write_text(text)
+        os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    planned = set(planned_jobs(plan)) - {"all"}
+    assert planned == users[str(module)] | {"paper"}, (module, plan[-3000:])
 
 
 def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
