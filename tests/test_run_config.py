@@ -87,6 +87,8 @@ def test_the_tiny_config_passes_and_gives_its_cells():
         ({"results": "workflow"}, "results: 'workflow' lies inside workflow/"),
         ({"results": "."}, "results: '.' is the project's own folder"),
         ({"results": "./tests/out"}, "lies inside tests/"),
+        ({"results": "example-results"}, "lies inside example-results/"),
+        ({"results": "example-results/cuda-h100/raw"}, "lies inside example-results/"),
         ({"results": "/tmp/elsewhere"}, "'results'"),  # the schema: relative paths only
         ({"results": "../elsewhere"}, "'results'"),
     ],
@@ -151,8 +153,9 @@ def test_each_config_file_gets_its_own_results_tree(configfiles, tree):
     assert run_config.default_results_tree(configfiles) == tree
 
 
-def test_a_results_tree_outside_the_project_is_accepted(tmp_path):
+def test_a_results_tree_outside_the_project_or_a_shipped_one_is_accepted(tmp_path):
     assert run_config.results_tree_problems("results-x", ROOT) == []
+    assert run_config.results_tree_problems("example-results/cuda-h100", ROOT) == []
     assert run_config.results_tree_problems("out/results", tmp_path) == []
 
 
@@ -162,7 +165,7 @@ def test_the_shipped_folders_are_the_projects_top_level_folders():
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
     folders = {path.split("/", 1)[0] for path in tracked if "/" in path}
-    assert folders <= set(run_config.SHIPPED_FOLDERS)
+    assert folders <= {*run_config.SHIPPED_FOLDERS, *run_config.SHIPPED_RESULTS}
 
 
 def test_current_environment_names_the_framework_this_python_lacks():

@@ -26,8 +26,11 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 # What the project ships or keeps at its top level (tests/test_run_config.py checks the list
 # against git): a results tree inside one would write into the source or the study's data.
-SHIPPED_FOLDERS = (".ci", ".test", "benchmarks", "config", "docs", "envs", "example-results",
-                   "profiles", "report", "tests", "workflow", ".git", ".snakemake", ".venvs")
+SHIPPED_FOLDERS = (".ci", ".test", "benchmarks", "config", "docs", "envs", "profiles", "report",
+                   "tests", "workflow", ".git", ".snakemake", ".venvs")
+# Shipped results trees, one per subfolder (example-results/cuda-h100: measured elsewhere,
+# rebuilt in place from its raw files): a config may name one of them, nothing else inside.
+SHIPPED_RESULTS = ("example-results",)
 # Workload keys that are a job's resources, not what it measures.
 RESOURCE_KEYS = ("budget_s", "mem_mb")
 # Each axis a grid must give itself (the others have spec.GRID_DEFAULTS).
@@ -121,9 +124,11 @@ def results_tree_problems(results: str, workdir: Path, root: Path = ROOT) -> lis
     if tree == root or tree in root.parents:
         return [f"results: {results!r} is the project's own folder; name a folder of its own, "
                 "e.g. results-mine"]
-    shipped = [f for f in SHIPPED_FOLDERS if tree == root / f or (root / f) in tree.parents]
+    inside = [f for f in (*SHIPPED_FOLDERS, *SHIPPED_RESULTS)
+              if tree == root / f or (root / f) in tree.parents]
+    inside = [f for f in inside if not (f in SHIPPED_RESULTS and tree.parent == root / f)]
     return [f"results: {results!r} lies inside {f}/, which the project ships; name a folder "
-            "of its own, e.g. results-mine" for f in shipped]
+            "of its own, e.g. results-mine" for f in inside]
 
 
 # ------------------------------------------------------------------ checks against the spec
