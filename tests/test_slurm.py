@@ -165,7 +165,7 @@ LOST_CONFIG = {
     "results": LOST_OUT,
     "grid": [{"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "tasks": ["backward"],
               "seeds": [0, 1, 2]}],
-    "workload": {"warmup": 2, "iterations": 4000, "models": {"mlp512": {"n_samples": 1280}}},
+    "workload": {"warmup": 2, "iterations": 1500, "models": {"mlp512": {"n_samples": 1280}}},
 }
 
 
