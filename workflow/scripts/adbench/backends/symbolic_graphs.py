@@ -32,7 +32,7 @@ class Dialect:
     # pytensor or theano: .tensor, .grad, .gradient.jacobian and .gradient.disconnected_grad
     # are one API in both.
     framework: ModuleType
-    label: str  # the framework's name in prose ("PyTensor", "Theano")
+    label: str  # the framework's label (spec.FRAMEWORKS), for prose
     scan: Callable[..., list]  # (fn, sequences, outputs_info, non_sequences) -> [outputs]
     tensor: Callable  # (name, dtype, shape with None for a free axis) -> a symbolic input
     sigmoid: Callable
