@@ -185,6 +185,30 @@ def test_derivatives_agree_with_the_reference_and_across_frameworks(run):
         (c.model, spec.TASKS[c.task].derivative) for c in tiny_cells()}
 
 
+def test_the_papers_protocol_is_the_measured_cells(run):
+    """Each row of the paper's protocol table (seeds, processes per cell, warm-up, measured
+    iterations per task and models) is what cells.parquet records for those cells."""
+    cells = pd.read_parquet(run / OUT / "aggregate/cells.parquet")
+    ok = cells[cells["status"] == "ok"]
+    tex = (run / OUT / "paper/paper.tex").read_text()
+    table = tex.split("\\label{tab:protocol}", 1)[1].split("\\bottomrule", 1)[0]
+    rows = [line.replace("\\_", "_").split(" & ")
+            for line in table.split("\\midrule", 1)[1].splitlines() if " & " in line]
+    labels = {spec.TASKS[t].label: t for t in spec.TASKS}
+    covered = set()
+    for task_label, models, seeds, processes, warmup, iterations in rows:
+        for model in models.split(", "):
+            mine = ok[(ok["task"] == labels[task_label]) & (ok["model"] == model)]
+            per_cell = mine.groupby(["framework", "mode", "device", "threads"]).size()
+            assert seeds == ", ".join(str(s) for s in sorted(set(mine["seed"]))), (model, seeds)
+            assert processes.replace("--", "-").split("-") == [
+                str(n) for n in sorted({per_cell.min(), per_cell.max()})], (model, processes)
+            assert warmup == str(mine["warmup"].iloc[0]) and mine["warmup"].nunique() == 1
+            assert iterations.split(" ")[0] == str(mine["iterations"].iloc[0])
+            covered.add((labels[task_label], model))
+    assert covered == set(zip(ok["task"], ok["model"]))
+
+
 def test_timing_jobs_never_overlap(run):
     cells = pd.read_parquet(run / OUT / "aggregate/cells.parquet")
     spans = sorted(zip(pd.to_datetime(cells["started_at"]), pd.to_datetime(cells["ended_at"])))

@@ -120,6 +120,8 @@ def fake_iterations_and_cells(threads: tuple[int, ...] = (1,)):
                 **cell,
                 "status": status,
                 "message": message,
+                "warmup": 2,  # as iteration_rows writes them
+                "iterations": 3,
                 "choices": cell_choices(f, m, task),
                 "phase_compile_s": compile_s if status == "ok" else NAN,
                 "cpu_utilisation": (

@@ -129,6 +129,7 @@ def setup_context(inputs: Inputs) -> dict:
     measured = set().union(*(set(d["ours"]["model"]) for d in inputs.data.values()))
     return {
         "setup": paper_context.setup_context(inputs.env),
+        "protocol": paper_context.protocol_context(inputs.cells),
         "models": paper_context.models_context(measured, inputs.cells),
         "modes": paper_context.modes_context(),
         "tasks": paper_context.tasks_context(),

@@ -105,6 +105,15 @@ def span(values, tex: bool = False) -> str:
     return latex(text) if tex else text
 
 
+def whole_span(values, tex: bool = False) -> str:
+    """'2' or '1–5' over whole numbers (processes, iterations), 'n/a' when none."""
+    values = sorted({int(v) for v in values if not missing(v)})
+    if not values:
+        return NA
+    text = str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}"
+    return latex(text) if tex else text
+
+
 def factor(value) -> str:
     """A rough factor like the study's '~50x': whole numbers from 10 up, one decimal below."""
     return NA if missing(value) else f"{value:.0f}" if value >= 10 else f"{value:.1f}"

@@ -25,7 +25,6 @@ CORES_OVER_THREADS = 0.5
 
 # ----------------------------------------------------------------------------- setup
 def setup_context(env: dict) -> dict:
-    workload = env.get("workload", {})
     devices = env.get("devices", [])
     names = [n for n in env.get("device_names", []) if n not in devices]  # e.g. a GPU's name
     commit = env.get("git_commit")
@@ -42,20 +41,61 @@ def setup_context(env: dict) -> dict:
         "devices": latex(
             ", ".join(devices) + (f" ({', '.join(names)})" if names else "") or fmt.NA
         ),
-        "seeds": ", ".join(str(s) for s in env.get("seeds", [])) or fmt.NA,
-        "n_seeds": len(env.get("seeds", [])),
         "threads": ", ".join(str(t) for t in env.get("threads", [])) or fmt.NA,
         "git": latex(
             (commit[:12] if commit else "unknown")
             + (" (with uncommitted changes)" if env.get("git_dirty") else "")
         ),
-        "warmup": workload.get("warmup", fmt.NA),
-        "iterations": workload.get("iterations", fmt.NA),
         "n_cells": env.get("n_cells", fmt.NA),
         "n_ok": env.get("n_ok", fmt.NA),
         "date": latex(str(env.get("ended_at", ""))[:10] or fmt.NA),
         "started_at": latex(env.get("started_at", fmt.NA)),
         "ended_at": latex(env.get("ended_at", fmt.NA)),
+    }
+
+
+# ----------------------------------------------------------------------------- protocol
+CONDITION = ["framework", "mode", "model", "task", "device", "threads"]
+PROTOCOL_KEYS = ("seeds", "processes", "warmup", "iterations")
+
+
+def protocol_rows(measured: pd.DataFrame) -> list[dict]:
+    """Per task, the models that ran alike: their seeds, processes per condition (one per
+    seed), warm-up and measured iterations as the cells record them, in spec order."""
+    processes = measured.groupby(CONDITION)["seed"].transform("size")
+    measured = measured.assign(processes=processes)
+    rows = []
+    for task in (t for t in TASKS if t in set(measured["task"])):
+        alike: dict[tuple, list[str]] = {}
+        for model in (m for m in MODELS if m in set(measured["model"])):
+            mine = measured[(measured["task"] == task) & (measured["model"] == model)]
+            if mine.empty:
+                continue
+            key = (", ".join(str(s) for s in sorted(set(mine["seed"]))),
+                   fmt.whole_span(mine["processes"]), fmt.whole_span(mine["warmup"]),
+                   fmt.whole_span(mine["iterations"]))
+            alike.setdefault(key, []).append(model)
+        rows += [{"task": latex(TASKS[task].label), "models": latex(", ".join(models)),
+                  **{k: latex(v) for k, v in zip(PROTOCOL_KEYS, key)}}
+                 for key, models in alike.items()]
+    return rows
+
+
+def protocol_context(cells: pd.DataFrame | None) -> dict:
+    """The protocol as run, read from the cells measured (status ok), never from the config:
+    one statement when every task and model ran alike, else a table per task and model."""
+    if cells is None or not (cells["status"] == "ok").any():
+        return {"uniform": True, "rows": [], **{k: fmt.NA for k in PROTOCOL_KEYS}}
+    measured = cells[cells["status"] == "ok"]
+    rows = protocol_rows(measured)
+    processes = measured.groupby(CONDITION)["seed"].size()
+    return {
+        "uniform": len({tuple(r[k] for k in PROTOCOL_KEYS) for r in rows}) == 1,
+        "rows": rows,
+        "seeds": latex(", ".join(str(s) for s in sorted(set(measured["seed"])))),
+        "processes": fmt.whole_span(processes, tex=True),
+        "warmup": fmt.whole_span(measured["warmup"], tex=True),
+        "iterations": fmt.whole_span(measured["iterations"], tex=True),
     }
 
 
