@@ -19,18 +19,13 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from adbench import config as run_config  # noqa: E402
+from adbench import formatting as fmt  # noqa: E402
 from adbench import spec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "docs" / "spec.md"
 SCRIPT = "workflow/scripts/spec_docs.py"
-# The loss keys of ModelSpec.loss, in words (a key missing here is printed as it is).
-LOSSES = {
-    "l2": "‖y − f(x)‖₂",
-    "sum": "sum of the outputs",
-    "xent": "mean softmax cross-entropy",
-    "ctc": "CTC, summed over the batch",
-}
 
 
 def cell(value: object) -> str:
@@ -47,10 +42,6 @@ def table(header: list[str], rows: list[list[object]], right: tuple[int, ...] = 
 
 def code(value: object) -> str:
     return f"`{value}`"
-
-
-def shape(dims: tuple[int, ...]) -> str:
-    return "×".join(map(str, dims))
 
 
 def frameworks_section() -> str:
@@ -125,9 +116,9 @@ def models_section() -> str:
             m.label,
             m.choices,
             m.source,
-            LOSSES.get(m.loss, m.loss),
+            spec.LOSSES[m.loss],
             f"{m.n_parameters:,}",
-            shape(m.jacobian_shape()),
+            fmt.shape_text(m.jacobian_shape()),
             m.batch_size,
             f"{m.n_samples:,}",
             "numpy" if m.reference == "numpy" else f"{m.reference} (float64)",
@@ -204,13 +195,12 @@ def configs_section() -> str:
     rows = []
     for path in sorted((REPO / "config").glob("*.yaml")):
         config = yaml.safe_load(path.read_text())
-        default_tree = "results" if path.name == "config.yaml" else f"results-{path.stem}"
         cells = spec.config_cells(config)
         frameworks = dict.fromkeys(c.framework for c in cells)
         rows.append(
             [
                 code(path.relative_to(REPO).as_posix()),
-                code(config.get("results") or default_tree),
+                code(config.get("results") or run_config.default_results_tree([path])),
                 f"{len(cells):,}",
                 ", ".join(map(code, frameworks)),
             ]

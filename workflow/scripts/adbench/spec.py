@@ -237,6 +237,15 @@ def batchnorm(name: str, channels: int) -> list[Param]:
             Param(f"{name}.beta", (channels,), "zeros")]
 
 
+# The losses a model may have, in words (docs/spec.md prints them).
+LOSSES = {
+    "l2": "‖y − f(x)‖₂",
+    "sum": "sum of the outputs",
+    "xent": "mean softmax cross-entropy",
+    "ctc": "CTC, summed over the batch",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
     """A model of the study, framework-neutral: every backend builds it from this."""
@@ -247,7 +256,7 @@ class ModelSpec:
     choices: str  # what we chose where the seeds are silent (printed in the paper)
     input_shape: tuple[int, ...]  # one example, canonical layout
     output_shape: tuple[int, ...]  # one example
-    loss: str  # l2: ||y - f(x)||_2 | sum | xent (mean softmax cross-entropy) | ctc (summed)
+    loss: str  # a key of LOSSES
     params: tuple[Param, ...]
     arch: dict = dataclasses.field(default_factory=dict)  # family-specific sizes
     target: str = "normal"  # l2 targets: onehot | normal
