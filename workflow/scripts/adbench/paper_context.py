@@ -61,9 +61,7 @@ PROTOCOL_KEYS = ("seeds", "processes", "warmup", "iterations")
 
 def protocol_rows(measured: pd.DataFrame) -> list[dict]:
     """Per task, the models that ran alike: their seeds, processes per condition (one per
-    seed), warm-up and measured iterations as the cells record them, in spec order."""
-    processes = measured.groupby(CONDITION)["seed"].transform("size")
-    measured = measured.assign(processes=processes)
+    seed: the `processes` column), warm-up and measured iterations, in spec order."""
     rows = []
     for task in (t for t in TASKS if t in set(measured["task"])):
         alike: dict[tuple, list[str]] = {}
@@ -87,13 +85,13 @@ def protocol_context(cells: pd.DataFrame | None) -> dict:
     if cells is None or not (cells["status"] == "ok").any():
         return {"uniform": True, "rows": [], **{k: fmt.NA for k in PROTOCOL_KEYS}}
     measured = cells[cells["status"] == "ok"]
+    measured = measured.assign(processes=measured.groupby(CONDITION)["seed"].transform("size"))
     rows = protocol_rows(measured)
-    processes = measured.groupby(CONDITION)["seed"].size()
     return {
         "uniform": len({tuple(r[k] for k in PROTOCOL_KEYS) for r in rows}) == 1,
         "rows": rows,
         "seeds": latex(", ".join(str(s) for s in sorted(set(measured["seed"])))),
-        "processes": fmt.whole_span(processes, tex=True),
+        "processes": fmt.whole_span(measured["processes"], tex=True),
         "warmup": fmt.whole_span(measured["warmup"], tex=True),
         "iterations": fmt.whole_span(measured["iterations"], tex=True),
     }
