@@ -129,11 +129,13 @@ def study_cells(found: pd.DataFrame, table: TableInfo) -> list:
 
 def ratio_cells(found_by_pair: dict, n_stats: int) -> list:
     return [
-        f"\\multicolumn{{{n_stats}}}{{c}}{{{ratio_of(found)}}}" for found in found_by_pair.values()
+        f"\\multicolumn{{{n_stats}}}{{c}}{{{task_ratio_text(found)}}}"
+        for found in found_by_pair.values()
     ]
 
 
-def ratio_of(found: pd.DataFrame) -> str:
+def task_ratio_text(found: pd.DataFrame) -> str:
+    """The task ratio of a condition, with its interval (n/a when it has no row)."""
     if not len(found):
         return fmt.NA
     return fmt.ratio_of(found.iloc[0].to_dict(), "task_ratio", tex=True)
