@@ -25,7 +25,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import findings, paper_context, paper_tables, report_stats, stats  # noqa: E402
+from adbench import findings, hypotheses, paper_context, paper_tables, report_stats, stats  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
 from adbench.formatting import latex  # noqa: E402
 from adbench.spec import TABLES, TableInfo  # noqa: E402
@@ -148,8 +148,10 @@ def results_context(inputs: Inputs) -> dict:
         "tables": [paper_tables.table_context(t, **data[t.name]) for t in TABLES],
         "headline": findings.headline(data, inputs.found, confidence),
         "example": findings.study_example(data),
-        "findings": findings.table_findings(data, inputs.study),
-        "hypotheses": findings.hypotheses(data, inputs.study, inputs.verdicts, inputs.comparisons),
+        "findings": hypotheses.table_findings(data, inputs.study),
+        "hypotheses": hypotheses.hypotheses(
+            data, inputs.study, inputs.verdicts, inputs.comparisons
+        ),
         "scaled": findings.scaled_models(inputs.study, data, inputs.cells),
         "verdicts": report_stats.verdicts_context(
             inputs.verdicts, inputs.comparisons, inputs.study, confidence

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from adbench import findings, selection, tables, verdicts
+from adbench import hypotheses, selection, tables, verdicts
 from adbench.claims import CLAIMS
 from adbench.spec import TABLES
 
@@ -120,7 +120,7 @@ def test_the_hypothesis_0_verdict_is_the_claims_tables_value(verdict, counts):
     data = data_with(tidy_h0(dict(zip(CONDITIONS, (1.5, 1.6)))))
     each = ["supported"] * counts[0] + ["contradicted"] * counts[1] + ["inconclusive"] * counts[2]
     comparisons = comparisons_table([(*c, v) for c, v in zip(CONDITIONS, each)])
-    (h0,) = findings.hypotheses(data, STUDY, claims_table(verdict, counts), comparisons)
+    (h0,) = hypotheses.hypotheses(data, STUDY, claims_table(verdict, counts), comparisons)
     assert h0["verdict"] == verdict
     assert (h0["n_within"], h0["n_outside"], h0["n_noise"]) == counts
     assert h0["n_judged"] == sum(counts)
@@ -131,7 +131,7 @@ def test_the_hypothesis_0_verdict_is_the_claims_tables_value(verdict, counts):
 
 def test_a_claims_table_without_hypothesis_0_says_not_measured():
     data = data_with(tidy_h0({CONDITIONS[0]: 1.5}))
-    (h0,) = findings.hypotheses(
+    (h0,) = hypotheses.hypotheses(
         data, STUDY, claims_table("supported", (1, 0, 0)).iloc[0:0], comparisons_table([])
     )
     assert h0["verdict"] == verdicts.NOT_MEASURED and h0["n_judged"] == 0
@@ -139,5 +139,5 @@ def test_a_claims_table_without_hypothesis_0_says_not_measured():
 
 def test_a_table_a_hypothesis_covers_gets_no_second_finding():
     data = data_with(tidy_h0({CONDITIONS[0]: 1.5}))
-    assert [f["table"] for f in findings.table_findings(data, STUDY)] == []
-    assert [f["table"] for f in findings.table_findings(data, {})] == [H0.table]
+    assert [f["table"] for f in hypotheses.table_findings(data, STUDY)] == []
+    assert [f["table"] for f in hypotheses.table_findings(data, {})] == [H0.table]

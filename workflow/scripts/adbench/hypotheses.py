@@ -1,0 +1,142 @@
+"""What the paper says the two-task tables' ratios show and how the hypotheses stand: each
+ratio table described (span, median, the ratio furthest from 1), and each hypothesis's
+judgment exactly as the verdicts (make_verdicts.py) give it: the paper judges nothing itself.
+
+Built from the tidy tables (make_tables.py), claims.json's words and the verdicts; text arrives
+LaTeX-escaped.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pandas as pd
+
+from adbench import formatting as fmt
+from adbench import inference
+from adbench import tables as tbl
+from adbench.claims import CLAIMS, EQUAL_MARGIN, Claim
+from adbench.formatting import latex, missing
+from adbench.spec import MODELS, TABLES, TASKS, TableInfo
+from adbench.verdicts import NOT_MEASURED
+
+# What claims.json may say about a hypothesis (keyed by table name); only name and statement
+# are required.
+HYPOTHESIS_FIELDS = {"name": "", "premise": "", "statement": "", "source": ""}
+
+
+def ratio_finding(table: TableInfo, ours: pd.DataFrame) -> dict | None:
+    """A two-task table's ratios per model and mode, described: their span, median, the one
+    furthest from 1, and in how many conditions the two tasks' costs differ beyond noise."""
+    pair = tbl.ratio_tasks(table)
+    if pair is None or ours.empty:
+        return None
+    rows = ours[(ours["task"] == pair[1]) & ours["task_ratio"].notna()]
+    if rows.empty:
+        return None
+    several = rows[["device", "threads"]].drop_duplicates().shape[0] > 1
+    ratios = [float(r) for r in rows["task_ratio"]]
+    worst = max(rows.itertuples(), key=lambda r: abs(math.log(r.task_ratio)))
+    return {
+        "table": table.name,
+        "title": latex(table.title),
+        "numerator": latex(TASKS[pair[1]].label),
+        "denominator": latex(TASKS[pair[0]].label),
+        "n": len(rows),
+        # the tasks' costs told apart at all: the ratio's interval excludes 1
+        "n_differs": sum(interval_of(r).excludes_one for r in rows.itertuples()),
+        "span": fmt.span(ratios, tex=True),
+        "low": fmt.ratio(min(ratios)),
+        "high": fmt.ratio(max(ratios)),
+        "median": fmt.ratio(statistics.median(ratios)),
+        "worst": latex(condition_label(worst, several)),
+        "worst_ratio": fmt.ratio(worst.task_ratio),
+    }
+
+
+def hypothesis_claims(study: dict) -> dict[str, Claim]:
+    """Table name -> the claim that judges the table's ratios, for every hypothesis the study's
+    text states about a table (claims.json's "hypotheses", keyed by table name)."""
+    # TODO(spec): a TableInfo.hypothesis field (name, statement, source) would replace
+    # claims.json's "hypotheses", keyed by table name until then.
+    stated = study.get("hypotheses", {})
+    return {c.table: c for c in CLAIMS if c.table in stated}
+
+
+def table_findings(data: dict, study: dict) -> list[dict]:
+    """ratio_finding of every two-task table this run measured, but those a hypothesis
+    section covers."""
+    judged = hypothesis_claims(study)
+    found = (ratio_finding(t, data[t.name]["ours"]) for t in TABLES if t.name not in judged)
+    return [f for f in found if f is not None]
+
+
+def hypotheses(data: dict, study: dict, verdicts: pd.DataFrame, comparisons: pd.DataFrame):
+    """Per hypothesis on a measured table: its words (claims.json), the table's ratios
+    described, and the judgment of its claim exactly as the verdicts (make_verdicts.py) give
+    it: the paper judges nothing itself."""
+    judged = hypothesis_claims(study)
+    out = []
+    for table in (t for t in TABLES if t.name in judged):
+        finding = ratio_finding(table, data[table.name]["ours"])
+        if finding is None:
+            continue
+        words = {**HYPOTHESIS_FIELDS, **study["hypotheses"][table.name]}
+        out.append(
+            {
+                **finding,
+                "hypothesis": {k: latex(v) for k, v in words.items()},
+                "within_pct": fmt.percent(EQUAL_MARGIN, tex=True),
+                **judgment(judged[table.name], verdicts, comparisons),
+            }
+        )
+    return out
+
+
+def judgment(claim: Claim, verdicts: pd.DataFrame, comparisons: pd.DataFrame) -> dict:
+    """A claim's verdict and counts from claims.csv, and from comparisons.csv the conditions
+    it holds in (for a claim of equal cost: the ratios wholly within the margin)."""
+    row = verdicts[verdicts["claim"] == claim.key]
+    if row.empty:  # verdicts written before the claim existed: nothing judged it
+        return {
+            "verdict": latex(NOT_MEASURED),
+            "n_judged": 0,
+            "n_within": 0,
+            "n_outside": 0,
+            "n_noise": 0,
+            "within": [],
+        }
+    r = row.iloc[0]
+    mine = comparisons[
+        (comparisons["claim"] == claim.key) & (comparisons["verdict"] != NOT_MEASURED)
+    ]
+    several = mine[["device", "threads"]].drop_duplicates().shape[0] > 1
+    # a comparison's condition is its numerator's (same device and threads on both sides)
+    holds = mine[mine["verdict"] == inference.SUPPORTED].rename(
+        columns=lambda c: c.removeprefix("numerator_")
+    )
+    return {
+        "verdict": latex(r["verdict"]),
+        "n_judged": int(r["n"]),
+        "n_within": int(r["n_supported"]),
+        "n_outside": int(r["n_contradicted"]),
+        "n_noise": int(r["n_inconclusive"]),
+        "within": [latex(condition_label(c, several)) for c in holds.itertuples()],
+    }
+
+
+def condition_label(r, with_block: bool) -> str:
+    """'MLP 512, PyTorch (eager)' for a row with model, framework and mode; with its block
+    (', cpu, 4 threads') when the rows span several."""
+    label = f"{MODELS[r.model].label}, {tbl.column_label(r.framework, r.mode)}"
+    return label + (f", {fmt.block(r.device, r.threads)}" if with_block else "")
+
+
+def interval_of(r) -> inference.Interval:
+    """A tidy row's task ratio and its bootstrap interval (the ratio alone, as a point, in
+    tables written without intervals)."""
+    low, high = (getattr(r, "task_ratio_low", math.nan), getattr(r, "task_ratio_high", math.nan))
+    if missing(low) or missing(high):
+        low = high = r.task_ratio
+    return inference.Interval(r.task_ratio, low, high, None)
