@@ -49,3 +49,45 @@ def test_no_measured_cell_says_not_available():
     found = paper_context.protocol_context(cells([
         ("torch", "eager", "mlp512", "backward", 0, 5, 100, "failed")]))
     assert found["rows"] == [] and found["processes"] == "n/a"
+
+
+# ----------------------------------------------------------------------------- quick or full
+def claim_side_and_other() -> tuple[tuple, tuple]:
+    """(framework, mode, model, task) of a side of a claim, and of a cell of no claim."""
+    from adbench.spec import FRAMEWORKS, MODELS, TASKS
+
+    sides = paper_context.verdict_sides()
+    every = {(f, m, model, task) for f, fw in FRAMEWORKS.items() for m in fw.modes
+             for model in MODELS for task in TASKS}
+    return sorted(sides)[0], sorted(every - sides)[0]
+
+
+def test_the_cells_entering_a_verdict_are_the_sides_of_the_claims_comparisons():
+    from adbench.claims import CLAIMS
+
+    sides = paper_context.verdict_sides()
+    for claim in CLAIMS:
+        for c in claim.comparisons:
+            for side in (c.numerator, c.denominator):
+                assert (side.framework, side.mode, side.model, side.task) in sides
+
+
+def test_a_verdict_cell_with_fewer_than_the_full_processes_makes_the_quick_configuration():
+    side, other = claim_side_and_other()
+    full = paper_context.FULL_PROCESSES
+    enough = [(*side, seed, 5, 100, "ok") for seed in range(full)]
+    # A single process in a cell of no claim does not make the configuration quick.
+    assert paper_context.quick_configuration(cells(enough + [(*other, 0, 5, 100, "ok")])) is None
+    second, third = sorted(paper_context.verdict_sides() - {side})[:2]
+    found = paper_context.quick_configuration(cells(
+        enough
+        + [(*second, 0, 5, 100, "ok")]  # one process
+        + [(*third, 0, 5, 100, "ok"), (*third, 1, 5, 100, "failed")]))  # two started
+    assert found == {"n_cells": 3, "n_single": 1, "n_fewer": 2, "full": full}
+
+
+def test_the_protocol_context_carries_the_quick_statement():
+    side, _ = claim_side_and_other()
+    found = paper_context.protocol_context(cells([(*side, 0, 5, 100, "ok")]))
+    assert found["quick"] == {"n_cells": 1, "n_single": 1, "n_fewer": 1,
+                              "full": paper_context.FULL_PROCESSES}

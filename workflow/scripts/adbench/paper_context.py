@@ -13,6 +13,8 @@ from collections import Counter
 import pandas as pd
 
 from adbench import formatting as fmt
+from adbench import tables as tbl
+from adbench.claims import CLAIMS
 from adbench.formatting import latex, missing
 from adbench.paper_tables import pair_label
 from adbench.selection import focus_rows
@@ -21,6 +23,13 @@ from adbench.spec import FRAMEWORKS, MODELS, TASKS, timed_quantities
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
 # A loop that kept more cores busy than this over its thread count ignored the setting.
 CORES_OVER_THREADS = 0.5
+# A loop computing on its threads keeps them busy but for the interpreter's own gaps (about
+# 0.98 cores per thread); a quarter of a core idle is time spent off the CPU: waiting (for
+# the scheduler, another job, memory).  1 thread: below 0.75, so 0.58 is flagged.
+CORES_UNDER_THREADS = 0.25
+# Processes per cell that config/paper.yaml runs for every cell entering a verdict
+# (tests/test_paper_config.py): fewer is the quick configuration.
+FULL_PROCESSES = 5
 
 
 # ----------------------------------------------------------------------------- setup
@@ -83,17 +92,50 @@ def protocol_context(cells: pd.DataFrame | None) -> dict:
     """The protocol as run, read from the cells measured (status ok), never from the config:
     one statement when every task and model ran alike, else a table per task and model."""
     if cells is None or not (cells["status"] == "ok").any():
-        return {"uniform": True, "rows": [], **{k: fmt.NA for k in PROTOCOL_KEYS}}
+        return {"quick": quick_configuration(cells), "uniform": True, "rows": [],
+                **{k: fmt.NA for k in PROTOCOL_KEYS}}
     measured = cells[cells["status"] == "ok"]
     measured = measured.assign(processes=measured.groupby(CONDITION)["seed"].transform("size"))
     rows = protocol_rows(measured)
     return {
+        "quick": quick_configuration(cells),
         "uniform": len({tuple(r[k] for k in PROTOCOL_KEYS) for r in rows}) == 1,
         "rows": rows,
         "seeds": latex(", ".join(str(s) for s in sorted(set(measured["seed"])))),
         "processes": fmt.whole_span(measured["processes"], tex=True),
         "warmup": fmt.whole_span(measured["warmup"], tex=True),
         "iterations": fmt.whole_span(measured["iterations"], tex=True),
+    }
+
+
+def verdict_sides() -> set[tuple[str, str, str, str]]:
+    """(framework, mode, model, task) of every side of every claim's comparisons: the cells
+    whose numbers enter a verdict (in every device and threads block)."""
+    return {
+        (side.framework, side.mode, side.model, side.task)
+        for claim in CLAIMS
+        for comparison in claim.comparisons
+        for side in (comparison.numerator, comparison.denominator)
+    }
+
+
+def quick_configuration(cells: pd.DataFrame | None) -> dict | None:
+    """The cells entering a verdict that ran fewer than FULL_PROCESSES processes, counted
+    when any did (the quick configuration), else None.  Processes are those started,
+    completed or not: what the configuration asked for, not what went wrong."""
+    if cells is None or cells.empty:
+        return None
+    sides = verdict_sides()
+    entering = cells[[key in sides for key in
+                      zip(cells["framework"], cells["mode"], cells["model"], cells["task"])]]
+    processes = entering.groupby(CONDITION)["seed"].nunique()
+    if processes.empty or processes.min() >= FULL_PROCESSES:
+        return None
+    return {
+        "n_cells": len(processes),
+        "n_single": int((processes == 1).sum()),
+        "n_fewer": int((processes < FULL_PROCESSES).sum()),
+        "full": FULL_PROCESSES,
     }
 
 
@@ -369,12 +411,54 @@ def figure_focus(first: pd.DataFrame) -> str:
     return latex(f"{', '.join(models)}; task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}")
 
 
-def threads_check(cells: pd.DataFrame | None) -> dict | None:
-    """Per (framework, mode, threads): the cores the timed loops kept busy (CPU-seconds per
-    second, measure.py), and the modes whose loops used more than their threads."""
+def measured_loops(cells: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The completed cells that recorded the cores their timed loop kept busy."""
     if cells is None or "cpu_utilisation" not in cells:
         return None
-    ok = cells[(cells["status"] == "ok") & cells["cpu_utilisation"].notna()]
+    return cells[(cells["status"] == "ok") & cells["cpu_utilisation"].notna()]
+
+
+def waiting(loops: pd.DataFrame) -> pd.Series:
+    """Per cell: its CPU loop kept markedly fewer cores busy than its threads.  A CUDA loop
+    waits for its device by design, so only CPU cells are judged."""
+    return (loops["device"] == "cpu") & (
+        loops["cpu_utilisation"] < loops["threads"] - CORES_UNDER_THREADS
+    )
+
+
+def waiting_conditions(cells: pd.DataFrame | None) -> set[tuple]:
+    """(framework, mode, model, task, device, threads) of the conditions with at least one
+    waiting process: their numbers are marked wherever the paper's tables print them."""
+    loops = measured_loops(cells)
+    if loops is None:
+        return set()
+    flagged = loops[waiting(loops)]
+    return {(*key[:-1], int(key[-1])) for key in zip(*(flagged[k] for k in CONDITION))}
+
+
+def waiting_text(loops: pd.DataFrame, most: int = 12) -> str:
+    """'PyTorch (eager), RNN cell, backward, 1 thread, seed 0: 0.58 cores; ...' for the first
+    `most` waiting cells, fewest cores first, and how many more."""
+    flagged = loops[waiting(loops)].sort_values("cpu_utilisation")
+    listed = [
+        latex(
+            f"{tbl.column_label(r.framework, r.mode)}, {MODELS[r.model].label}, "
+            f"{TASKS[r.task].label}, {fmt.threads_text(r.threads)}, seed {r.seed}: "
+            f"{fmt.number(r.cpu_utilisation, 2)} cores"
+        )
+        for r in flagged.head(most).itertuples()
+    ]
+    more = len(flagged) - len(listed)
+    return "; ".join(listed) + (f"; and {more} more" if more > 0 else "")
+
+
+def threads_check(cells: pd.DataFrame | None) -> dict | None:
+    """Per (framework, mode, threads): the cores the timed loops kept busy (CPU-seconds per
+    second, measure.py), the modes whose loops used more than their threads and the cells
+    whose loops used markedly fewer (waiting)."""
+    ok = measured_loops(cells)
+    if ok is None:
+        return None
     rows, over = [], []
     for f, fw in FRAMEWORKS.items():
         for m in fw.modes:
@@ -386,8 +470,10 @@ def threads_check(cells: pd.DataFrame | None) -> dict | None:
                         "mode": pair_label(f, m),
                         "threads": int(threads),
                         "n": len(g),
+                        "min": fmt.number(busy.min(), 2),
                         "median": fmt.number(busy.median(), 2),
                         "max": fmt.number(busy.max(), 2),
+                        "n_waiting": int(waiting(g).sum()),
                     }
                 )
                 if busy.max() > threads + CORES_OVER_THREADS:
@@ -395,6 +481,14 @@ def threads_check(cells: pd.DataFrame | None) -> dict | None:
                         f"{pair_label(f, m)} ({fmt.threads_text(threads)}: up to "
                         f"{fmt.number(busy.max(), 2)} cores)"
                     )
-    return (
-        {"rows": rows, "over": over, "margin": fmt.number(CORES_OVER_THREADS, 1)} if rows else None
-    )
+    if not rows:
+        return None
+    return {
+        "rows": rows,
+        "over": over,
+        "margin": fmt.number(CORES_OVER_THREADS, 1),
+        "under": waiting_text(ok),
+        "n_under": int(waiting(ok).sum()),
+        "n_cells": len(ok),
+        "under_margin": fmt.number(CORES_UNDER_THREADS, 2),
+    }
