@@ -145,7 +145,12 @@ def results_context(inputs: Inputs) -> dict:
     data, confidence = inputs.data, inputs.confidence
     return {
         "overview": paper_tables.tables_overview(data),
-        "tables": [paper_tables.table_context(t, **data[t.name]) for t in TABLES],
+        "tables": [
+            paper_tables.table_context(
+                t, **data[t.name], waiting=paper_context.waiting_conditions(inputs.cells)
+            )
+            for t in TABLES
+        ],
         "headline": findings.headline(data, inputs.found, confidence),
         "example": findings.study_example(data),
         "findings": hypotheses.table_findings(data, inputs.study),
