@@ -22,7 +22,7 @@ import make_tables
 import make_verdicts
 from adbench import stats
 from adbench.formatting import latex
-from adbench.paper_tables import NOT_IN_GRID
+from adbench.paper_tables import NOT_IN_GRID, WAITING
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS
 from test_tables import MISSING_TABLE, fake_iterations_and_cells
 
@@ -32,6 +32,7 @@ sys.path.insert(0, str(SCRIPT.parent))
 import render_paper  # noqa: E402
 
 NAN = math.nan
+WAITED_CORES = 0.58  # on one thread: the loop waited (paper_context.CORES_UNDER_THREADS)
 
 
 def write_gradients(path: Path, with_new_columns: bool = True) -> None:
@@ -125,8 +126,14 @@ def make_inputs(
     threads: tuple[int, ...] = (1,),
     failed_message: str | None = None,
     validation: dict | None = None,
+    waited: tuple | None = None,
 ) -> list[str]:
+    """The inputs of render_paper.py; `waited`: (framework, mode, model, task, seed) of a cell
+    whose loop kept fewer cores busy than its thread (WAITED_CORES)."""
     iterations, cells = fake_iterations_and_cells(threads)
+    if waited is not None:
+        keys = ["framework", "mode", "model", "task", "seed"]
+        cells.loc[(cells[keys] == waited).all(axis=1), "cpu_utilisation"] = WAITED_CORES
     if drop_choices:
         cells = cells.drop(columns="choices")
     if failed_message is not None:
@@ -175,6 +182,7 @@ def make_inputs(
         "--cells": tmp_path / "cells.parquet",
         "--bootstrap": tmp_path / "bootstrap.parquet",
         "--claims": tmp_path / "verdicts" / "claims.csv",
+        "--groups": tmp_path / "verdicts" / "groups.csv",
         "--comparisons": tmp_path / "verdicts" / "comparisons.csv",
         "--out": tmp_path / "paper" / "paper.pdf",
     }
@@ -453,8 +461,69 @@ def test_a_harness_validation_run_is_reported_with_its_numbers(tmp_path):
     assert "differ by a median factor of 1.00, within the cells' noise" in tex
 
 
-def test_headline_ratios_are_geometric_means_with_intervals(tex):
+def test_headline_speed_ups_are_like_for_like_geometric_means_with_intervals(tex):
+    from adbench.selection import table_modes
+    from adbench.spec import timed_quantities
+
     abstract = tex.split(r"\end{abstract}")[0]
-    # synthetic: every compiled step is half the eager one
-    assert "like for like (geometric mean 2.00 [" in abstract
+    table = next(t for t in TABLES if t.improvement)
+    compiled = [p for p in table_modes(table) if FRAMEWORKS[p[0]].modes[p[1]].compiled]
+    # synthetic: every compiled step and backward pass is half the eager one: per compiled
+    # mode the step's speed-up, and the backward pass's where the mode times it apart
+    expected = len(compiled) + sum("backward_s" in timed_quantities(*p, table.tasks[0])
+                                   for p in compiled)
+    assert abstract.count("geometric mean 2.00 [") == expected
     assert "(geometric mean" in abstract.split("takes", 1)[1]
+
+
+def test_the_studys_construction_is_never_in_the_abstract(tmp_path, monkeypatch):
+    """A sentinel in place of our study-style ratios: beside the study's table and in the
+    discussion, never in the abstract."""
+    from adbench import findings
+
+    headline = findings.improvement_headline
+
+    def marked(*args, **kwargs):
+        return [{**g, "ours_study_style": "7.77"} for g in headline(*args, **kwargs)]
+
+    monkeypatch.setattr(findings, "improvement_headline", marked)
+    render_paper.main(make_inputs(tmp_path) + ["--tex-only"])
+    tex = " ".join((tmp_path / "paper" / "paper.tex").read_text().split())
+    abstract, body = tex.split(r"\end{abstract}")
+    assert "7.77" not in abstract and "7.77" in body
+
+
+def test_the_quick_configuration_says_so_in_its_abstract(tex):
+    from adbench import paper_context
+
+    abstract = tex.split(r"\end{abstract}")[0]
+    _, cells = fake_iterations_and_cells((1,))
+    quick = paper_context.quick_configuration(cells)  # two seeds a cell: quick
+    assert quick is not None
+    assert f"of the {quick['n_cells']} cells" in abstract
+    assert "config/paper.yaml" in abstract and str(paper_context.FULL_PROCESSES) in abstract
+
+
+def test_the_studys_improvement_column_is_re_derived_from_its_own_means(tex):
+    assert "686/465 = 1.475, printed as 1.47" in tex
+    assert "6 of its 6 printed improvements" in tex
+
+
+def test_medians_stand_beside_means(tex):
+    table1 = tex.split(r"\label{tab:table1_eager}")[1].split(r"\end{longtable}")[0]
+    # torch eager [512] backward: seeds' medians 772.5 and 849.75 µs, their median 811
+    assert r"& 811 $\pm$ 55 & 811 & 7.87 $\pm$ 0.53 &" in table1
+    table3 = tex.split(r"\label{tab:table3_jacobian}")[1].split(r"\end{longtable}")[0]
+    assert "median, IQR" in table3  # a wide table: a line of its own
+
+
+def test_a_loop_that_waited_is_listed_and_marked_where_its_numbers_are_printed(tmp_path):
+    waited = ("torch", "eager", "mlp512", "backward", 0)
+    render_paper.main(make_inputs(tmp_path, waited=waited) + ["--tex-only"])
+    tex = " ".join((tmp_path / "paper" / "paper.tex").read_text().split())
+    threads = tex.split("Threads, checked")[1].split(r"\label{tab:threads}")[0]
+    assert f"[512], backward, 1 thread, seed 0: {WAITED_CORES:.2f} cores" in threads
+    table1 = tex.split(r"\label{tab:table1_eager}")[1].split(r"\end{longtable}")[0]
+    assert r"811 $\pm$ 55$^{\mathrm{a}}$" in table1  # PyTorch (eager), [512]: marked
+    notes = tex.split(r"\label{tab:table1_eager}")[1].split(r"\label{tab:")[0]
+    assert WAITING in notes
