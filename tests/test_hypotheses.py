@@ -1,4 +1,4 @@
-"""adbench.findings: the paper's Hypothesis 0 is judged by the verdicts, never by the paper."""
+"""adbench.hypotheses: the paper's Hypothesis 0 is judged by the verdicts, never by the paper."""
 
 from __future__ import annotations
 
@@ -68,14 +68,47 @@ def claims_table(verdict: str, counts: tuple[int, int, int]) -> pd.DataFrame:
                 "n_supported": supported,
                 "n_contradicted": contradicted,
                 "n_inconclusive": inconclusive,
+                "n_equivalent": 0,
+                "n_one_process": 0,
                 "n_not_measured": 0,
                 "ratio": 1.5,
                 "low": 1.4,
                 "high": 1.6,
+                "n_processes": 5,
                 "verdict": verdict,
             }
         ],
         columns=verdicts.CLAIM_COLUMNS,
+    )
+
+
+def groups_table(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """groups.csv rows of H0: (framework, mode, verdict), one measured model each."""
+    return pd.DataFrame(
+        [
+            {
+                "claim": H0.key,
+                "device": "cpu",
+                "threads": 1,
+                "numerator_framework": f,
+                "numerator_mode": m,
+                "denominator_framework": f,
+                "denominator_mode": m,
+                "n_planned": len(H0_TABLE.models),
+                **{c: 0 for c in verdicts.COUNTS},
+                "n_not_measured": len(H0_TABLE.models) - 1,
+                "ratio": 1.5,
+                "low": 1.4,
+                "high": 1.6,
+                "n_processes": 5,
+                "difference_us": 312.0,
+                "difference_low_us": 250.0,
+                "difference_high_us": 380.0,
+                "verdict": verdict,
+            }
+            for f, m, verdict in rows
+        ],
+        columns=verdicts.GROUP_COLUMNS,
     )
 
 
@@ -102,6 +135,7 @@ def comparisons_table(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
                 "ratio": math.nan,
                 "low": math.nan,
                 "high": math.nan,
+                "n_processes": 5,
                 "verdict": verdict,
             }
             for model, f, m, verdict in rows
@@ -120,7 +154,9 @@ def test_the_hypothesis_0_verdict_is_the_claims_tables_value(verdict, counts):
     data = data_with(tidy_h0(dict(zip(CONDITIONS, (1.5, 1.6)))))
     each = ["supported"] * counts[0] + ["contradicted"] * counts[1] + ["inconclusive"] * counts[2]
     comparisons = comparisons_table([(*c, v) for c, v in zip(CONDITIONS, each)])
-    (h0,) = hypotheses.hypotheses(data, STUDY, claims_table(verdict, counts), comparisons)
+    (h0,) = hypotheses.hypotheses(
+        data, STUDY, claims_table(verdict, counts), groups_table([]), comparisons
+    )
     assert h0["verdict"] == verdict
     assert (h0["n_within"], h0["n_outside"], h0["n_noise"]) == counts
     assert h0["n_judged"] == sum(counts)
@@ -132,9 +168,29 @@ def test_the_hypothesis_0_verdict_is_the_claims_tables_value(verdict, counts):
 def test_a_claims_table_without_hypothesis_0_says_not_measured():
     data = data_with(tidy_h0({CONDITIONS[0]: 1.5}))
     (h0,) = hypotheses.hypotheses(
-        data, STUDY, claims_table("supported", (1, 0, 0)).iloc[0:0], comparisons_table([])
+        data,
+        STUDY,
+        claims_table("supported", (1, 0, 0)).iloc[0:0],
+        groups_table([]),
+        comparisons_table([]),
     )
     assert h0["verdict"] == verdicts.NOT_MEASURED and h0["n_judged"] == 0
+
+
+def test_hypothesis_0_is_shown_per_framework_and_mode_as_the_groups_judge_it():
+    (first, f1, m1), (_, f2, m2) = CONDITIONS
+    data = data_with(tidy_h0(dict(zip(CONDITIONS, (1.5, 1.02)))))
+    groups = groups_table([(f1, m1, "contradicted"), (f2, m2, "supported")])
+    (h0,) = hypotheses.hypotheses(
+        data, STUDY, claims_table("inconclusive", (1, 1, 0)), groups, comparisons_table([])
+    )
+    assert [g["verdict"] for g in h0["groups"]] == ["contradicted", "supported"]
+    assert [g["label"] for g in h0["groups"]] == [
+        tables.column_label(f1, m1),
+        tables.column_label(f2, m2),
+    ]
+    assert h0["groups"][0]["difference"].startswith("+312")
+    assert h0["groups"][0]["measured"] == 1 and h0["groups"][0]["processes"] == "5 processes"
 
 
 def test_a_table_a_hypothesis_covers_gets_no_second_finding():

@@ -1,4 +1,4 @@
-"""The verdict generator on fabricated aggregated frames whose answers are known."""
+"""The verdict generator on fabricated bootstrap frames whose answers are known."""
 
 from __future__ import annotations
 
@@ -6,68 +6,175 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adbench import claims, spec, verdicts
+from adbench import claims, inference, spec, stats, verdicts
+from adbench.claims import Claim, Comparison, Side
 
-RNG = np.random.default_rng(0)
-
-
-def condition(framework, mode, model, task, quantity, seconds, spread=0.01, threads=1):
-    """A bootstrap row: the point and replicates scattered `spread` (relative) around it."""
-    return {"framework": framework, "mode": mode, "model": model, "task": task,
-            "device": "cpu", "threads": threads, "quantity": quantity, "point": seconds,
-            "replicates": seconds * (1 + RNG.normal(0, spread, 500))}
+REPLICATES = 400
 
 
-def frame(*rows):
-    return pd.DataFrame(list(rows))
+def processes(framework, mode, model, task, quantity, seconds, n=5, between=0.01,
+              within=0.005, threads=1, rng=None, statistic=claims.VERDICT_STATISTIC):
+    """bootstrap.parquet rows of one condition: n processes (seeds) whose levels scatter
+    `between` (relative) around `seconds`, each with replicates scattering `within`."""
+    rng = rng or np.random.default_rng(abs(hash((framework, mode, model, task, seconds))) % 2**32)
+    levels = seconds * np.exp(rng.normal(0, between, n))
+    return [{"framework": framework, "mode": mode, "model": model, "task": task,
+             "device": "cpu", "threads": threads, "seed": seed, "quantity": quantity,
+             "statistic": statistic, "point": level,
+             "replicates": level * np.exp(rng.normal(0, within, REPLICATES))}
+            for seed, level in enumerate(levels)]
+
+
+def frame(*conditions):
+    return pd.DataFrame([row for rows in conditions for row in rows])
+
+
+def evaluate(data, **kw):
+    return verdicts.evaluate(data, 0.95, **kw)
 
 
 def claim_row(result, key):
-    claims_frame, _ = result
-    return claims_frame.set_index("claim").loc[key]
+    return result[0].set_index("claim").loc[key]
+
+
+def mlp_backward(framework, mode, model, seconds, **kw):
+    return processes(framework, mode, model, "backward", "step_s", seconds, **kw)
 
 
 def test_hypothesis_1_supported_where_measured_and_the_rest_said_missing():
-    data = frame(condition("torch", "eager", "mlp512", "backward", "step_s", 2e-3),
-                 condition("tensorflow", "graph", "mlp512", "backward", "step_s", 1e-3))
-    row = claim_row(verdicts.evaluate(data, 0.95), "hypothesis1")
+    data = frame(mlp_backward("torch", "eager", "mlp512", 2e-3),
+                 mlp_backward("tensorflow", "graph", "mlp512", 1e-3))
+    row = claim_row(evaluate(data), "hypothesis1")
     assert row["verdict"] == "supported"
-    assert row["n"] == 1 and row["n_supported"] == 1
+    assert row["n"] == 1 and row["n_supported"] == 1 and row["n_processes"] == 5
     assert row["n_not_measured"] == len(spec.MLPS) - 1
-    assert row["ratio"] == pytest.approx(2.0, rel=0.01)
-    assert row["low"] < 2.0 < row["high"]
+    assert row["ratio"] == pytest.approx(2.0, rel=0.03)
+    assert row["low"] < row["ratio"] < row["high"]
+    assert row["statistic"] == "median" and row["margin"] == claims.MARGIN
 
 
-def test_a_difference_within_noise_is_inconclusive_and_a_reversal_contradicts():
-    noisy = frame(condition("torch", "eager", "mlp512", "backward", "step_s", 1.02e-3, 0.2),
-                  condition("tensorflow", "graph", "mlp512", "backward", "step_s", 1e-3, 0.2))
-    assert claim_row(verdicts.evaluate(noisy, 0.95), "hypothesis1")["verdict"] == "inconclusive"
-    reversed_ = frame(condition("torch", "eager", "mlp512", "backward", "step_s", 1e-3),
-                      condition("tensorflow", "graph", "mlp512", "backward", "step_s", 3e-3),
-                      condition("torch", "eager", "mlp354x2", "backward", "step_s", 3e-3),
-                      condition("tensorflow", "graph", "mlp354x2", "backward", "step_s", 1e-3))
-    row = claim_row(verdicts.evaluate(reversed_, 0.95), "hypothesis1")
-    assert row["verdict"] == "contradicted"
-    assert (row["n_supported"], row["n_contradicted"]) == (1, 1)
-    assert row["ratio"] == pytest.approx(1.0, rel=0.02)  # geometric mean of 1/3 and 3
+def test_a_comparison_of_one_process_is_printed_but_never_judged():
+    data = frame(mlp_backward("torch", "eager", "mlp512", 3e-3, n=1),
+                 mlp_backward("tensorflow", "graph", "mlp512", 1e-3, n=1))
+    claims_frame, groups, comparisons = evaluate(data)
+    row = claims_frame.set_index("claim").loc["hypothesis1"]
+    assert row["verdict"] == inference.ONE_PROCESS and row["n"] == 0
+    assert row["ratio"] == pytest.approx(3.0, rel=0.05)  # still printed
+    measured = comparisons[(comparisons["claim"] == "hypothesis1")
+                           & (comparisons["verdict"] != verdicts.NOT_MEASURED)]
+    assert list(measured["verdict"]) == [inference.ONE_PROCESS]
+    assert list(measured["n_processes"]) == [1]
+    assert set(groups.loc[groups["claim"] == "hypothesis1", "verdict"]) == {
+        inference.ONE_PROCESS}
 
 
-def test_hypothesis_0_equal_within_the_margin():
-    same = frame(condition("torch", "eager", "dense", "backward", "step_s", 1e-3),
-                 condition("torch", "eager", "dense", "loss_jacobian", "step_s", 1.03e-3))
-    assert claim_row(verdicts.evaluate(same, 0.95), "hypothesis0")["verdict"] == "supported"
-    double = frame(condition("torch", "eager", "dense", "backward", "step_s", 1e-3),
-                   condition("torch", "eager", "dense", "loss_jacobian", "step_s", 2e-3))
-    assert claim_row(verdicts.evaluate(double, 0.95), "hypothesis0")["verdict"] == "contradicted"
+def test_comparisons_pair_seeds_and_use_only_those_both_sides_ran():
+    # the numerator ran seed 0 alone: the denominator's slow seed 1 must not enter the ratio
+    slow_seed = processes("tensorflow", "graph", "mlp512", "backward", "step_s", 1e-3, n=2)
+    slow_seed[1]["point"] *= 3
+    slow_seed[1]["replicates"] = slow_seed[1]["replicates"] * 3
+    data = frame(mlp_backward("torch", "eager", "mlp512", 2e-3, n=1), slow_seed)
+    _, _, comparisons = evaluate(data)
+    row = comparisons[(comparisons["claim"] == "hypothesis1")
+                      & (comparisons["numerator_model"] == "mlp512")].iloc[0]
+    assert row["n_processes"] == 1
+    assert row["ratio"] == pytest.approx(2e-3 / slow_seed[0]["point"], rel=0.05)
+
+
+def test_a_reversal_contradicts_and_a_small_gap_is_equivalent_not_supported():
+    reversed_ = frame(mlp_backward("torch", "eager", "mlp512", 1e-3),
+                      mlp_backward("tensorflow", "graph", "mlp512", 3e-3))
+    assert claim_row(evaluate(reversed_), "hypothesis1")["verdict"] == "contradicted"
+    close = frame(mlp_backward("torch", "eager", "mlp512", 1.04e-3),
+                  mlp_backward("tensorflow", "graph", "mlp512", 1e-3))
+    assert claim_row(evaluate(close), "hypothesis1")["verdict"] == inference.EQUIVALENT
+
+
+def test_a_planted_effect_smaller_than_the_margin_is_never_supported():
+    rng = np.random.default_rng(11)
+    said = [claim_row(evaluate(frame(
+        mlp_backward("torch", "eager", "mlp512", 1.07e-3, between=0.03, rng=rng),
+        mlp_backward("tensorflow", "graph", "mlp512", 1e-3, between=0.03, rng=rng))),
+        "hypothesis1")["verdict"] for _ in range(40)]
+    assert inference.SUPPORTED not in said
+    assert inference.EQUIVALENT in said or inference.INCONCLUSIVE in said
+
+
+def test_one_contradicting_comparison_among_eight_supporting_does_not_flip_the_claim():
+    models = list(spec.MODELS)[:9]
+    claim = Claim("many", "test", "greater", tuple(
+        Comparison(Side("torch", "eager", m, "backward", "step_s"),
+                   Side("tensorflow", "graph", m, "backward", "step_s")) for m in models))
+    data = frame(*(mlp_backward("torch", "eager", m, (1.6e-3 if i else 0.8e-3))
+                   for i, m in enumerate(models)),
+                 *(mlp_backward("tensorflow", "graph", m, 1e-3) for m in models))
+    claims_frame, groups, _ = evaluate(data, claims=[claim])
+    row = claims_frame.iloc[0]
+    assert (row["n_supported"], row["n_contradicted"]) == (8, 1)
+    assert row["verdict"] == "supported"
+    assert row["low"] > 1 + claims.MARGIN
+
+
+def test_several_groups_are_holm_corrected_and_one_is_not():
+    # each alone clears the interval's tail (p < 0.025); together Holm doubles the smaller
+    evidence = [inference.Evidence(above=p, below=1.0, within=1.0) for p in (0.015, 0.02)]
+    assert [inference.decide("greater", e, 0.95) for e in evidence] == ["supported"] * 2
+    assert inference.decide_all("greater", evidence, 0.95) == ["inconclusive"] * 2
+    assert inference.decide_all("greater", evidence[:1], 0.95) == ["supported"]
+
+
+def test_group_verdicts_are_the_holm_corrected_decisions_on_their_pooled_ratios():
+    data = frame(mlp_backward("tensorflow", "graph", "mlp512", 1e-3, between=0.05),
+                 *(mlp_backward("torch", mode, "mlp512", t, between=0.05)
+                   for mode, t in (("eager", 1.2e-3), ("script", 3e-3))))
+    claim = Claim("pairs", "test", "greater", tuple(
+        Comparison(Side("torch", mode, "mlp512", "backward", "step_s"),
+                   Side("tensorflow", "graph", "mlp512", "backward", "step_s"))
+        for mode in ("eager", "script")))
+    _, groups, comparisons = evaluate(data, claims=[claim])
+    found = stats.replicates_by_condition(data, claims.VERDICT_STATISTIC)
+    evidence = [inference.evidence(verdicts.compare(found, c, "cpu", 1, 0.95)[0],
+                                   claims.MARGIN) for c in claim.comparisons]
+    assert list(groups["verdict"]) == inference.decide_all("greater", evidence, 0.95)
+
+
+def test_holm_adjusts_as_specified():
+    adjusted = inference.holm([0.01, 0.04, 0.03, 0.005])
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, made monotone
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert inference.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert inference.holm([]) == []
+
+
+def test_hypothesis_0_is_judged_per_framework_and_mode_in_ratio_and_microseconds():
+    data = frame(
+        processes("torch", "eager", "dense", "backward", "step_s", 1e-3),
+        processes("torch", "eager", "dense", "loss_jacobian", "step_s", 1.3e-3),
+        processes("tensorflow", "graph", "dense", "backward", "step_s", 1e-3),
+        processes("tensorflow", "graph", "dense", "loss_jacobian", "step_s", 1.01e-3),
+    )
+    claims_frame, groups, _ = evaluate(data)
+    mine = groups[groups["claim"] == "hypothesis0"].set_index(
+        ["numerator_framework", "numerator_mode"])
+    torch, tf = mine.loc[("torch", "eager")], mine.loc[("tensorflow", "graph")]
+    assert torch["verdict"] == "contradicted" and tf["verdict"] == "supported"
+    assert torch["difference_us"] == pytest.approx(300, rel=0.1)
+    assert torch["n_planned"] == len(claims.table("table6_hypothesis0").models)
+    assert torch["n_not_measured"] == torch["n_planned"] - 1
+    # every (framework, mode) of the grid is a group, measured or not
+    assert len(mine) == len(set(c.group for c in claims.hypothesis_0().comparisons))
+    assert set(mine.drop(index=[("torch", "eager"), ("tensorflow", "graph")])["verdict"]) == {
+        verdicts.NOT_MEASURED}
+    assert claims_frame.set_index("claim").loc["hypothesis0", "n_groups"] == len(mine)
 
 
 def test_depth_uses_the_backward_pass_of_eager_modes():
-    data = frame(*(condition("torch", "eager", model, "backward", "backward_s", t)
+    data = frame(*(processes("torch", "eager", model, "backward", "backward_s", t)
                    for model, t in zip(spec.MLPS, (1e-3, 1.3e-3, 1.6e-3))),
                  # the step says the opposite: a claim about backward must not read it
-                 *(condition("torch", "eager", model, "backward", "step_s", t)
+                 *(processes("torch", "eager", model, "backward", "step_s", t)
                    for model, t in zip(spec.MLPS, (3e-3, 2e-3, 1e-3))))
-    claims_frame, comparisons = verdicts.evaluate(data, 0.95)
+    claims_frame, _, comparisons = evaluate(data)
     assert claims_frame.set_index("claim").loc["depth", "verdict"] == "supported"
     measured = comparisons[(comparisons["claim"] == "depth")
                            & (comparisons["verdict"] != verdicts.NOT_MEASURED)]
@@ -75,27 +182,46 @@ def test_depth_uses_the_backward_pass_of_eager_modes():
     assert len(measured) == 2
 
 
+def test_verdicts_read_the_declared_statistic_only():
+    means = frame(mlp_backward("torch", "eager", "mlp512", 1e-3, statistic="mean"),
+                  mlp_backward("tensorflow", "graph", "mlp512", 3e-3, statistic="mean"))
+    medians = frame(mlp_backward("torch", "eager", "mlp512", 3e-3),
+                    mlp_backward("tensorflow", "graph", "mlp512", 1e-3))
+    row = claim_row(evaluate(pd.concat([means, medians])), "hypothesis1")
+    assert row["verdict"] == "supported"
+
+
+def test_the_slow_first_step_claim_compares_compiled_with_eager():
+    first = stats.FIRST_OVER_STEADY
+    data = frame(processes("torch", "script", "mlp512", "backward", first, 50.0),
+                 processes("torch", "eager", "mlp512", "backward", first, 2.0))
+    row = claim_row(evaluate(data), "first_step_only_compiled")
+    assert row["verdict"] == "supported" and row["ratio"] == pytest.approx(25, rel=0.05)
+
+
 def test_a_claim_with_no_cells_in_the_run_says_so():
-    data = frame(condition("torch", "eager", "mlp512", "backward", "step_s", 1e-3))
-    claims_frame, comparisons = verdicts.evaluate(data, 0.95)
+    data = frame(mlp_backward("torch", "eager", "mlp512", 1e-3))
+    claims_frame, groups, comparisons = evaluate(data)
     row = claims_frame.set_index("claim").loc["graph_for_large"]
     assert row["verdict"] == verdicts.NOT_MEASURED and row["n"] == 0
     assert row["n_not_measured"] == len(claims.graph_for_large().comparisons)
     assert set(comparisons.loc[comparisons["claim"] == "graph_for_large", "verdict"]) == {
         verdicts.NOT_MEASURED}
+    assert set(groups.loc[groups["claim"] == "graph_for_large", "verdict"]) == {
+        verdicts.NOT_MEASURED}
 
 
 def test_every_block_is_judged_on_its_own():
-    data = frame(condition("torch", "eager", "mlp512", "backward", "step_s", 2e-3),
-                 condition("tensorflow", "graph", "mlp512", "backward", "step_s", 1e-3),
-                 condition("torch", "eager", "mlp512", "backward", "step_s", 1e-3, threads=2),
-                 condition("tensorflow", "graph", "mlp512", "backward", "step_s", 2e-3,
-                           threads=2))
-    claims_frame, comparisons = verdicts.evaluate(data, 0.95)
+    data = frame(mlp_backward("torch", "eager", "mlp512", 2e-3),
+                 mlp_backward("tensorflow", "graph", "mlp512", 1e-3),
+                 mlp_backward("torch", "eager", "mlp512", 1e-3, threads=2),
+                 mlp_backward("tensorflow", "graph", "mlp512", 2e-3, threads=2))
+    _, groups, comparisons = evaluate(data)
     mine = comparisons[(comparisons["claim"] == "hypothesis1")
                        & (comparisons["numerator_model"] == "mlp512")]
     assert dict(zip(mine["threads"], mine["verdict"])) == {1: "supported", 2: "contradicted"}
-    assert claims_frame.set_index("claim").loc["hypothesis1", "verdict"] == "contradicted"
+    held = groups[groups["claim"] == "hypothesis1"]
+    assert dict(zip(held["threads"], held["verdict"])) == {1: "supported", 2: "contradicted"}
 
 
 def test_claims_name_only_what_the_spec_has():
@@ -105,5 +231,5 @@ def test_claims_name_only_what_the_spec_has():
             for side in (comparison.numerator, comparison.denominator):
                 assert side.mode in spec.FRAMEWORKS[side.framework].modes
                 assert side.model in spec.MODELS and side.task in spec.TASKS
-                assert side.quantity in spec.timed_quantities(side.framework, side.mode,
-                                                              side.task)
+                assert side.quantity == stats.FIRST_OVER_STEADY or side.quantity in (
+                    spec.timed_quantities(side.framework, side.mode, side.task))

@@ -95,6 +95,7 @@ rule verdicts:
         code=code("make_verdicts.py"),
     output:
         claims=tree("verdicts/claims.csv"),
+        groups=tree("verdicts/groups.csv"),
         comparisons=tree("verdicts/comparisons.csv"),
     log:
         tree("logs/verdicts.log"),

@@ -19,6 +19,7 @@ rule paper:
         first=tree("aggregate/first_iterations.csv"),
         bootstrap=tree("aggregate/bootstrap.parquet"),
         claims=tree("verdicts/claims.csv"),
+        groups=tree("verdicts/groups.csv"),
         comparisons=tree("verdicts/comparisons.csv"),
         # benchmarks/validate_harness.py's findings, when someone ran it for this tree.
         validation=lambda w: [p for p in [tree("validation/harness.json")] if os.path.exists(p)],
@@ -41,5 +42,5 @@ rule paper:
         "--cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "
         "--first-iterations {input.first} --bootstrap {input.bootstrap} "
-        "--claims {input.claims} "
-        "--comparisons {input.comparisons} {params.validation} --out {output} > {log} 2>&1"
+        "--claims {input.claims} --groups {input.groups} --comparisons {input.comparisons} "
+        "{params.validation} --out {output} > {log} 2>&1"

@@ -4,9 +4,12 @@
     python workflow/scripts/make_verdicts.py --bootstrap results/aggregate/bootstrap.parquet \
         --confidence 0.95 --outdir results/verdicts
 
-Writes <outdir>/claims.csv (a row per claim: verdict, counts, geometric-mean ratio and its
-interval) and <outdir>/comparisons.csv (a row per comparison and (device, threads) block,
-"not measured" where the run lacks its cells), and prints both as Markdown.
+Writes <outdir>/claims.csv (a row per claim: its verdict on the pooled ratio and its
+interval, the counts of what its comparisons say alone), <outdir>/groups.csv (a row per
+group of comparisons and (device, threads) block: pooled ratio, difference in microseconds,
+Holm-corrected verdict) and <outdir>/comparisons.csv (a row per comparison and block, "not
+measured" where the run lacks its cells, "one process" where it cannot be judged), and prints
+them as Markdown.  The rule: adbench.inference and docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -28,13 +31,16 @@ def main(argv=None) -> int:
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--outdir", required=True)
     args = p.parse_args(argv)
-    claims, comparisons = verdicts.evaluate(pd.read_parquet(args.bootstrap), args.confidence)
+    claims, groups, comparisons = verdicts.evaluate(pd.read_parquet(args.bootstrap),
+                                                    args.confidence)
     os.makedirs(args.outdir, exist_ok=True)
     claims.to_csv(os.path.join(args.outdir, "claims.csv"), index=False)
+    groups.to_csv(os.path.join(args.outdir, "groups.csv"), index=False)
     comparisons.to_csv(os.path.join(args.outdir, "comparisons.csv"), index=False)
     print(claims.drop(columns="test").to_markdown(index=False, floatfmt=".3g"))
-    measured = comparisons[comparisons["verdict"] != verdicts.NOT_MEASURED]
-    print(measured.to_markdown(index=False, floatfmt=".3g"))
+    for frame in (groups, comparisons):
+        measured = frame[frame["verdict"] != verdicts.NOT_MEASURED]
+        print("\n" + measured.to_markdown(index=False, floatfmt=".3g"))
     return 0
 
 

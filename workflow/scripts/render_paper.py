@@ -54,8 +54,9 @@ class Inputs:
     first: pd.DataFrame  # first iterations per cell
     cells: pd.DataFrame | None
     gradients: pd.DataFrame
-    found: dict  # bootstrap replicates by condition (stats.replicates_by_condition)
+    found: stats.Replicates  # bootstrap replicates by condition (replicates_by_condition)
     verdicts: pd.DataFrame  # make_verdicts.py's claims.csv: the one judgment of each claim
+    groups: pd.DataFrame  # make_verdicts.py's groups.csv: each claim per group of comparisons
     comparisons: pd.DataFrame  # make_verdicts.py's comparisons.csv
     validation: str | None  # benchmarks/validate_harness.py's JSON, when it was run
 
@@ -106,9 +107,10 @@ def load_inputs(args) -> Inputs:
         found=(
             stats.replicates_by_condition(pd.read_parquet(args.bootstrap))
             if args.bootstrap
-            else {}
+            else stats.Replicates({})
         ),
         verdicts=read_csv(args.claims),
+        groups=read_csv(args.groups),
         comparisons=read_csv(args.comparisons),
         validation=args.validation,
     )
@@ -155,11 +157,11 @@ def results_context(inputs: Inputs) -> dict:
         "example": findings.study_example(data),
         "findings": hypotheses.table_findings(data, inputs.study),
         "hypotheses": hypotheses.hypotheses(
-            data, inputs.study, inputs.verdicts, inputs.comparisons
+            data, inputs.study, inputs.verdicts, inputs.groups, inputs.comparisons
         ),
         "scaled": findings.scaled_models(inputs.study, data, inputs.cells),
         "verdicts": report_stats.verdicts_context(
-            inputs.verdicts, inputs.comparisons, inputs.study, confidence
+            inputs.verdicts, inputs.groups, inputs.comparisons, inputs.study, confidence
         ),
     }
 
@@ -267,6 +269,7 @@ def parse_args(argv=None):
         "without)",
     )
     p.add_argument("--claims", required=True, help="make_verdicts.py's claims.csv")
+    p.add_argument("--groups", required=True, help="make_verdicts.py's groups.csv")
     p.add_argument("--comparisons", required=True, help="make_verdicts.py's comparisons.csv")
     p.add_argument(
         "--validation",

@@ -155,7 +155,23 @@ def milliseconds(seconds) -> str:
 
 def threads_text(n) -> str:
     """'1 thread', '4 threads'."""
-    return f"{n} thread" + ("" if str(n) == "1" else "s")
+    return counted(n, "thread")
+
+
+def counted(n, noun: str, plural: str | None = None) -> str:
+    """'1 process', '3 processes': a count with its noun in the right number."""
+    return f"{n} {noun if str(n) == '1' else plural or noun + 's'}"
+
+
+def difference_us(value, low=math.nan, high=math.nan, tex: bool = False) -> str:
+    """A signed difference in microseconds, '+312 [250, 380]', as `ratio` sets intervals."""
+    if missing(value):
+        return NA
+    signed = lambda v: ("+" if v > 0 else "") + number(v)  # noqa: E731
+    if missing(low) or missing(high):
+        return signed(value)
+    ends = f"[{signed(low)}, {signed(high)}]"
+    return f"{signed(value)}\\,{{\\tiny{ends}}}" if tex else f"{signed(value)} {ends}"
 
 
 def block(device, threads) -> str:

@@ -14,9 +14,9 @@ import statistics
 import pandas as pd
 
 from adbench import formatting as fmt
-from adbench import inference
+from adbench import inference, report_stats
 from adbench import tables as tbl
-from adbench.claims import CLAIMS, EQUAL_MARGIN, Claim
+from adbench.claims import CLAIMS, MARGIN, Claim
 from adbench.formatting import latex, missing
 from adbench.spec import MODELS, TABLES, TASKS, TableInfo
 from adbench.verdicts import NOT_MEASURED
@@ -72,10 +72,16 @@ def table_findings(data: dict, study: dict) -> list[dict]:
     return [f for f in found if f is not None]
 
 
-def hypotheses(data: dict, study: dict, verdicts: pd.DataFrame, comparisons: pd.DataFrame):
+def hypotheses(
+    data: dict,
+    study: dict,
+    verdicts: pd.DataFrame,
+    groups: pd.DataFrame,
+    comparisons: pd.DataFrame,
+):
     """Per hypothesis on a measured table: its words (claims.json), the table's ratios
     described, and the judgment of its claim exactly as the verdicts (make_verdicts.py) give
-    it: the paper judges nothing itself."""
+    it, per (framework, mode) as well: the paper judges nothing itself."""
     judged = hypothesis_claims(study)
     out = []
     for table in (t for t in TABLES if t.name in judged):
@@ -87,25 +93,32 @@ def hypotheses(data: dict, study: dict, verdicts: pd.DataFrame, comparisons: pd.
             {
                 **finding,
                 "hypothesis": {k: latex(v) for k, v in words.items()},
-                "within_pct": fmt.percent(EQUAL_MARGIN, tex=True),
-                **judgment(judged[table.name], verdicts, comparisons),
+                "within_pct": fmt.percent(MARGIN, tex=True),
+                **judgment(judged[table.name], verdicts, groups, comparisons),
             }
         )
     return out
 
 
-def judgment(claim: Claim, verdicts: pd.DataFrame, comparisons: pd.DataFrame) -> dict:
-    """A claim's verdict and counts from claims.csv, and from comparisons.csv the conditions
-    it holds in (for a claim of equal cost: the ratios wholly within the margin)."""
+def judgment(
+    claim: Claim, verdicts: pd.DataFrame, groups: pd.DataFrame, comparisons: pd.DataFrame
+) -> dict:
+    """A claim's verdict and counts from claims.csv, its groups (each (framework, mode))
+    from groups.csv, and from comparisons.csv the conditions it holds in alone."""
     row = verdicts[verdicts["claim"] == claim.key]
     if row.empty:  # verdicts written before the claim existed: nothing judged it
         return {
             "verdict": latex(NOT_MEASURED),
+            "ratio": fmt.NA,
+            "processes": fmt.NA,
             "n_judged": 0,
             "n_within": 0,
             "n_outside": 0,
             "n_noise": 0,
+            "n_one_process": 0,
             "within": [],
+            "groups": [],
+            "n_unmeasured_groups": 0,
         }
     r = row.iloc[0]
     mine = comparisons[
@@ -116,13 +129,20 @@ def judgment(claim: Claim, verdicts: pd.DataFrame, comparisons: pd.DataFrame) ->
     holds = mine[mine["verdict"] == inference.SUPPORTED].rename(
         columns=lambda c: c.removeprefix("numerator_")
     )
+    own = groups[groups["claim"] == claim.key]
+    shown = own[own["verdict"] != NOT_MEASURED]
     return {
         "verdict": latex(r["verdict"]),
+        "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
+        "processes": report_stats.processes_text(r["n_processes"]),
         "n_judged": int(r["n"]),
         "n_within": int(r["n_supported"]),
         "n_outside": int(r["n_contradicted"]),
-        "n_noise": int(r["n_inconclusive"]),
+        "n_noise": int(r["n_inconclusive"]) + int(r["n_equivalent"]),
+        "n_one_process": int(r["n_one_process"]),
         "within": [latex(condition_label(c, several)) for c in holds.itertuples()],
+        "groups": [report_stats.group_context(g, several) for _, g in shown.iterrows()],
+        "n_unmeasured_groups": len(own) - len(shown),
     }
 
 

@@ -14,26 +14,30 @@ from pathlib import Path
 import pandas as pd
 
 from adbench import formatting as fmt
-from adbench import inference
+from adbench import inference, stats
 from adbench import tables as tbl
-from adbench.claims import CLAIMS, EQUAL_MARGIN
+from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC
 from adbench.formatting import latex
 from adbench.spec import MODELS, TASKS
+from adbench.verdicts import NOT_MEASURED
+
+VERDICT_ORDER = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
+                 inference.INCONCLUSIVE, inference.ONE_PROCESS, NOT_MEASURED)
 
 
-def geometric_mean_text(found: dict, sides: list[tuple[tuple, tuple]], confidence: float) -> str:
+def geometric_mean_text(
+    found: stats.Replicates, sides: list[tuple[tuple, tuple]], confidence: float
+) -> str:
     """'1.23 [1.10, 1.35]': the geometric mean over (numerator, denominator) keys of
-    stats.replicates_by_condition, with its interval; ', within noise' when it contains 1."""
-    intervals = [
-        inference.ratio_interval(found[n], found[d], confidence)
-        for n, d in sides
-        if n in found and d in found
-    ]
+    stats.replicates_by_condition, each ratio paired by seed, with its between-ratio interval;
+    ', within noise' when it contains 1, ', one process' when a ratio rests on one."""
+    intervals = [i for n, d in sides if (i := found.ratio(n, d, confidence)) is not None]
+    intervals = [i for i in intervals if i.n_processes]
     if not intervals:
         return "n/a"
-    mean = inference.geometric_mean_interval(intervals, confidence)
+    mean = inference.pooled(intervals, confidence, "/".join(map(str, sides)))
     return fmt.ratio(mean.point, mean.low, mean.high) + (
-        "" if mean.excludes_one else ", within noise"
+        ", one process" if not mean.judged else "" if mean.excludes_one else ", within noise"
     )
 
 
@@ -50,65 +54,122 @@ def claim_words(key: str, published: dict) -> dict:
 def side_label(r, end: str) -> str:
     """'MLP 512, PyTorch (eager), backward' for one end of a comparison row."""
     get = lambda field: r[f"{end}_{field}"]  # noqa: E731
-    quantity = get("quantity").removesuffix("_s")
+    quantity = ("first step / median step" if get("quantity") == stats.FIRST_OVER_STEADY
+                else get("quantity").removesuffix("_s"))
     return (
         f"{MODELS[get('model')].label}, {tbl.column_label(get('framework'), get('mode'))}, "
         f"{TASKS[get('task')].label} ({quantity})"
     )
 
 
+def group_label(r) -> str:
+    """'PyTorch (eager)' when both sides share a (framework, mode), else 'A over B'."""
+    numerator = tbl.column_label(r["numerator_framework"], r["numerator_mode"])
+    denominator = tbl.column_label(r["denominator_framework"], r["denominator_mode"])
+    return numerator if numerator == denominator else f"{numerator} over {denominator}"
+
+
+def counts_text(r) -> str:
+    """What a claim's or group's comparisons say alone: 's/c/e/i', then one-process and
+    not-measured counts when there are any."""
+    text = "/".join(str(int(r[f"n_{v}"])) for v in (
+        inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
+        inference.INCONCLUSIVE))
+    for column, words in (("n_one_process", "one process"), ("n_not_measured", "not measured")):
+        if int(r[column]):
+            text += f"; {int(r[column])} {words}"
+    return latex(text)
+
+
+def processes_text(n) -> str:
+    return fmt.NA if fmt.missing(n) or not int(n) else fmt.counted(int(n), "process", "processes")
+
+
+def claim_context(claim, r, published: dict) -> dict:
+    return {
+        **claim_words(claim.key, published),
+        "test": latex(claim.test),
+        "verdict": latex(r["verdict"]),
+        "n": int(r["n"]),
+        "counts": counts_text(r),
+        "n_not_measured": int(r["n_not_measured"]),
+        "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
+        "processes": latex(processes_text(r["n_processes"])),
+    }
+
+
+def group_context(r, several_blocks: bool) -> dict:
+    return {
+        "label": latex(group_label(r)),
+        "block": latex(fmt.block(r["device"], r["threads"])) if several_blocks else "",
+        "measured": int(r["n_planned"]) - int(r["n_not_measured"]),
+        "planned": int(r["n_planned"]),
+        "counts": counts_text(r),
+        "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
+        "difference": fmt.difference_us(
+            r["difference_us"], r["difference_low_us"], r["difference_high_us"]),
+        "processes": latex(processes_text(r["n_processes"])),
+        "verdict": latex(r["verdict"]),
+    }
+
+
+def rule_context(confidence: float) -> dict:
+    """The decision rule as the verdicts applied it (claims and inference), for the paper."""
+    return {
+        "confidence": fmt.percent(confidence, tex=True),
+        "margin": fmt.percent(MARGIN, tex=True),
+        "low": fmt.number(1 - MARGIN, 2),
+        "high": fmt.number(1 + MARGIN, 2),
+        "statistic": latex(VERDICT_STATISTIC),
+        "min_processes": inference.MIN_PROCESSES,
+    }
+
+
 def verdicts_context(
-    claims: pd.DataFrame, comparisons: pd.DataFrame, published: dict, confidence: float
+    claims: pd.DataFrame,
+    groups: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    published: dict,
+    confidence: float,
 ) -> dict:
-    """A row per claim (its words, our test, verdict and interval), and every measured
-    comparison for the appendix table."""
-    rows = []
+    """Per claim its words, test, verdict and pooled ratio; its groups with their
+    Holm-corrected verdicts; every measured comparison for the appendix; the rule."""
+    rows, grouped = [], []
+    measured_groups = groups[groups["verdict"] != NOT_MEASURED]
+    several = measured_groups[["device", "threads"]].drop_duplicates().shape[0] > 1
     for claim in CLAIMS:
         found = claims[claims["claim"] == claim.key]
         if found.empty:
             continue
-        r = found.iloc[0]
-        rows.append(
-            {
-                **claim_words(claim.key, published),
-                "test": latex(claim.test),
-                "verdict": latex(r["verdict"]),
-                "n": int(r["n"]),
-                "counts": latex(
-                    f"{int(r['n_supported'])}/{int(r['n_contradicted'])}/"
-                    f"{int(r['n_inconclusive'])}"
-                ),
-                "n_not_measured": int(r["n_not_measured"]),
-                "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
-            }
-        )
-    measured = comparisons[comparisons["verdict"] != "not measured"]
-    several = measured[["device", "threads"]].drop_duplicates().shape[0] > 1
-    names = {
-        row_key: words["name"]
-        for row_key, words in ((c.key, claim_words(c.key, published)) for c in CLAIMS)
-    }
+        rows.append(claim_context(claim, found.iloc[0], published))
+        mine = groups[groups["claim"] == claim.key]
+        shown = mine[mine["verdict"] != NOT_MEASURED]
+        grouped.append({
+            "name": rows[-1]["name"],
+            "groups": [group_context(r, several) for _, r in shown.iterrows()],
+            "n_unmeasured_groups": len(mine) - len(shown),
+        })
+    measured = comparisons[comparisons["verdict"] != NOT_MEASURED]
+    names = {c.key: claim_words(c.key, published)["name"] for c in CLAIMS}
     tally = claims["verdict"].value_counts()
     return {
         "claims": rows,
-        "tally": ", ".join(
-            f"{int(tally[v])} {latex(v)}"
-            for v in ("supported", "contradicted", "inconclusive", "not measured")
-            if v in tally
-        ),
+        "grouped": [g for g in grouped if g["groups"]],
+        "tally": ", ".join(f"{int(tally[v])} {latex(v)}" for v in VERDICT_ORDER if v in tally),
         "comparisons": [
             {
                 "claim": names.get(r["claim"], latex(r["claim"])),
+                "group": latex(group_label(r)),
                 "numerator": latex(side_label(r, "numerator")),
                 "denominator": latex(side_label(r, "denominator")),
                 "block": latex(fmt.block(r["device"], r["threads"])) if several else "",
                 "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
+                "processes": int(r["n_processes"]),
                 "verdict": latex(r["verdict"]),
             }
             for _, r in measured.iterrows()
         ],
-        "confidence": fmt.percent(confidence, tex=True),
-        "margin": fmt.percent(EQUAL_MARGIN, tex=True),
+        **rule_context(confidence),
     }
 
 

@@ -199,6 +199,11 @@ TASKS: dict[str, TaskInfo] = {
 }
 
 
+def eager_mode_of(framework: str) -> str | None:
+    """The framework's first non-compiled mode: the baseline of its compiled modes."""
+    return next((m for m, info in FRAMEWORKS[framework].modes.items() if not info.compiled), None)
+
+
 def timed_quantities(framework: str, mode: str, task: str) -> tuple[str, ...]:
     """The quantities (raw-schema columns) a cell records."""
     split = TASKS[task].separable and not FRAMEWORKS[framework].modes[mode].whole_step

@@ -89,13 +89,19 @@ def across_seeds(trials: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
+# Eager -> compiled speed-ups: like for like (whole step, backward pass where the compiled
+# mode times one) and the study's construction (its Table 2: eager backward / compiled step).
+IMPROVEMENTS = {
+    "improvement": ("step_s", "step_s"),
+    "improvement_backward": ("backward_s", "backward_s"),
+    "improvement_study_style": ("backward_s", "step_s"),
+}
+
+
 def improvements(summary: pd.DataFrame, eager_mode: str, compiled_mode: str,
                  framework: str) -> pd.DataFrame:
-    """Eager→compiled speed-up for one framework, per condition.
-
-    `improvement` compares like with like (whole step / whole step).  `improvement_study_style`
-    divides the eager *backward* time by the compiled *step* time, as the study's Table 2 did.
-    """
+    """Eager→compiled speed-ups (IMPROVEMENTS: eager quantity / compiled quantity) for one
+    framework, per condition."""
     keys = [f for f in CONDITION_FIELDS if f not in ("framework", "mode")]
     mine = summary[summary["framework"] == framework]
 
@@ -103,10 +109,9 @@ def improvements(summary: pd.DataFrame, eager_mode: str, compiled_mode: str,
         rows = mine[(mine["mode"] == mode) & (mine["quantity"] == quantity)]
         return rows.set_index(keys)["mean_s"]
 
-    compiled = mean_of(compiled_mode, "step_s")
     out = pd.DataFrame({
-        "improvement": mean_of(eager_mode, "step_s") / compiled,
-        "improvement_study_style": mean_of(eager_mode, "backward_s") / compiled,
+        name: mean_of(eager_mode, eager) / mean_of(compiled_mode, compiled)
+        for name, (eager, compiled) in IMPROVEMENTS.items()
     }).dropna(how="all")
     out = out.reset_index()
     out["framework"] = framework
@@ -163,29 +168,69 @@ def with_warmup_and_noise(cells: pd.DataFrame, warmup: pd.DataFrame, trials: pd.
 
 
 # ----------------------------------------------------------------------------- bootstrap
-def bootstrap_replicates(iterations: pd.DataFrame, replicates: int,
-                         seed: int = 0) -> pd.DataFrame:
-    """Per condition and quantity: the point mean (as across_seeds' mean_s) and `replicates`
-    hierarchical bootstrap draws of it, from the measured rows of the given (ok) cells."""
+# Not a timed quantity: a process's time to its first step (compile included) over its
+# steady-state step, the study's "initial execution time" (claims.first_step_only_compiled).
+FIRST_OVER_STEADY = "first_step_over_steady"
+BOOTSTRAP_COLUMNS = [*CELL_FIELDS, "quantity", "statistic", "point", "replicates"]
+
+
+def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 0,
+                         first_steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per process (cell), quantity and statistic (inference.STATISTICS): the statistic of its
+    measured iterations and `replicates` draws of it from its iterations resampled.  With
+    `first_steps` (cells with time_to_first_step_s) also FIRST_OVER_STEADY per process."""
     measured = iterations[iterations["phase"] == "measured"]
-    keys = list(CONDITION_FIELDS)
+    keys = list(CELL_FIELDS)
+    first = ({} if first_steps is None else
+             first_steps.set_index(keys)["time_to_first_step_s"].dropna().to_dict())
     rows = []
-    for condition, group in measured.groupby(keys, observed=True):
+    for cell, group in measured.groupby(keys, observed=True):
+        name = "/".join(map(str, cell))
         for quantity in QUANTITIES:
-            if quantity not in group or group[quantity].isna().all():
+            values = group[quantity].dropna().to_numpy() if quantity in group else []
+            if not len(values):
                 continue
-            samples = [g[quantity].dropna().to_numpy()
-                       for _, g in group.groupby("seed", observed=True)]
-            key = "/".join(map(str, condition)) + "/" + quantity
-            rng = np.random.default_rng(inference.replicate_seed(key, seed))
-            rows.append({**dict(zip(keys, condition)), "quantity": quantity,
-                         "point": inference.point_mean(samples),
-                         "replicates": inference.bootstrap_means(samples, replicates, rng)})
-    return pd.DataFrame(rows, columns=keys + ["quantity", "point", "replicates"])
+            for statistic in inference.STATISTICS:
+                rng = inference.rng_for(f"{name}/{quantity}/{statistic}", seed)
+                point, reps = inference.process_replicates(values, statistic, replicates, rng)
+                rows.append({**dict(zip(keys, cell)), "quantity": quantity,
+                             "statistic": statistic, "point": point,
+                             "replicates": reps.astype(np.float32)})
+                if quantity == "step_s" and cell in first:
+                    rows.append({**rows[-1], "quantity": FIRST_OVER_STEADY,
+                                 "point": first[cell] / point,
+                                 "replicates": (first[cell] / reps).astype(np.float32)})
+    return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
 
 
-def replicates_by_condition(bootstrap: pd.DataFrame) -> dict[tuple, tuple[float, np.ndarray]]:
-    """bootstrap_replicates' rows by (*CONDITION_FIELDS, quantity): (point, replicates)."""
+class Replicates(dict):
+    """Condition key (*CONDITION_FIELDS, quantity) -> (point, replicates) of the condition's
+    mean over its processes, processes and iterations resampled; `ratio` pairs two conditions
+    by seed.  `processes[key]`: {seed: (point, replicates)} of each process."""
+
+    def __init__(self, processes: dict[tuple, dict[int, inference.Replicated]]):
+        super().__init__({
+            key: inference.condition_replicates([by_seed[s] for s in sorted(by_seed)],
+                                                "/".join(map(str, key)))
+            for key, by_seed in processes.items()})
+        self.processes = processes
+
+    def ratio(self, numerator: tuple, denominator: tuple,
+              confidence: float) -> inference.Interval | None:
+        """numerator / denominator over the seeds both ran; None when either is missing."""
+        if numerator not in self.processes or denominator not in self.processes:
+            return None
+        return inference.paired_ratio(
+            self.processes[numerator], self.processes[denominator], confidence,
+            key="/".join(map(str, numerator + denominator)))
+
+
+def replicates_by_condition(bootstrap: pd.DataFrame, statistic: str = "mean") -> Replicates:
+    """bootstrap_replicates' rows of one statistic, by (*CONDITION_FIELDS, quantity)."""
     keys = list(CONDITION_FIELDS) + ["quantity"]
-    return {tuple(k): (point, np.asarray(reps, dtype=float)) for *k, point, reps in
-            bootstrap[keys + ["point", "replicates"]].itertuples(index=False)}
+    mine = bootstrap[bootstrap["statistic"] == statistic]
+    processes: dict[tuple, dict[int, inference.Replicated]] = {}
+    for *key, seed, point, reps in mine[keys + ["seed", "point", "replicates"]].itertuples(
+            index=False):
+        processes.setdefault(tuple(key), {})[int(seed)] = (point, np.asarray(reps, dtype=float))
+    return Replicates(processes)

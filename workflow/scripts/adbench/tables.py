@@ -12,13 +12,17 @@ Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
     mean, mean_sd   mean over seeds of each seed's mean time, and its sd over seeds
     std, std_sd     mean over seeds of each seed's std, and its sd over seeds
     improvement     TableInfo.improvement only: eager step / compiled step (like for like)
+    improvement_backward      eager backward / compiled backward (like for like; where the
+                    compiled mode times its backward pass)
     improvement_study_style   eager backward / compiled step (the study's Table 2 ratio)
     first_step, first_step_sd TableInfo.first_step only: time to first step (ahead-of-time
                     compile + first iteration), mean over seeds and its sd
     task_ratio      tables of exactly two tasks, on the second task's rows: its mean over the
                     same condition's mean on the first task (H0: loss_jacobian / backward)
-    <ratio>_low, <ratio>_high   the bootstrap interval of each ratio above (confidence from
-                    the config's statistics), seeds and iterations resampled hierarchically
+    Every ratio is of means over the seeds both sides ran (paired by seed), with
+    <ratio>_low, <ratio>_high   its bootstrap interval (confidence from the config's
+                    statistics), seeds and iterations resampled hierarchically, and
+    <ratio>_n       the processes (seeds) behind it
     median, iqr     median over seeds of each seed's median, and of its IQR
     n_noisy, n_warmup_short   seeds whose step IQR / median is above the noise threshold,
                     and seeds whose data show a longer warm-up than configured
@@ -33,12 +37,12 @@ import math
 import pandas as pd
 
 from adbench import formatting as fmt
-from adbench import inference, stats
+from adbench import stats
 from adbench.selection import table_modes
-from adbench.spec import FRAMEWORKS, MODELS, TASKS, TableInfo, timed_quantities
+from adbench.spec import FRAMEWORKS, MODELS, TASKS, TableInfo, eager_mode_of, timed_quantities
 
 STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median", "iqr")
-RATIOS = ("improvement", "improvement_study_style", "task_ratio")
+RATIOS = (*stats.IMPROVEMENTS, "task_ratio")
 TIDY_COLUMNS = [
     "table",
     "model",
@@ -60,7 +64,7 @@ TIDY_COLUMNS = [
     *STATISTICS,
     "first_step",
     "first_step_sd",
-    *(f"{r}{end}" for r in RATIOS for end in ("", "_low", "_high")),
+    *(f"{r}{end}" for r in RATIOS for end in ("", "_low", "_high", "_n")),
     "n_noisy",
     "n_warmup_short",
     "status",
@@ -78,11 +82,6 @@ def mode_label(framework: str, mode: str) -> str:
 def column_label(framework: str, mode: str) -> str:
     """'PyTorch (TorchScript)': how a (framework, mode) column is headed."""
     return f"{FRAMEWORKS[framework].label} ({mode_label(framework, mode)})"
-
-
-def eager_mode_of(framework: str) -> str | None:
-    """The framework's first non-compiled mode: the baseline of its compiled modes."""
-    return next((m for m, info in FRAMEWORKS[framework].modes.items() if not info.compiled), None)
 
 
 def records(table: TableInfo, framework: str, mode: str, task: str) -> bool:
@@ -163,8 +162,8 @@ def improvement_columns(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame
     ]
     gains = [g for g in gains if not g.empty]
     if not gains:
-        return pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"])
-    return pd.concat(gains, ignore_index=True)[keys + ["improvement", "improvement_study_style"]]
+        return pd.DataFrame(columns=keys + list(stats.IMPROVEMENTS))
+    return pd.concat(gains, ignore_index=True)[keys + list(stats.IMPROVEMENTS)]
 
 
 def task_ratio_column(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame:
@@ -202,8 +201,8 @@ def ratio_sides(table: TableInfo, r) -> dict[str, tuple[tuple, tuple]]:
     sides = {}
     eager = eager_mode_of(r["framework"])
     if table.improvement and FRAMEWORKS[r["framework"]].modes[r["mode"]].compiled and eager:
-        sides["improvement"] = (key("step_s", mode=eager), key("step_s"))
-        sides["improvement_study_style"] = (key("backward_s", mode=eager), key("step_s"))
+        for name, (eager_quantity, quantity) in stats.IMPROVEMENTS.items():
+            sides[name] = (key(eager_quantity, mode=eager), key(quantity))
     tasks = ratio_tasks(table)
     if tasks and r["task"] == tasks[1]:
         sides["task_ratio"] = (key(table.quantity), key(table.quantity, task=tasks[0]))
@@ -213,19 +212,20 @@ def ratio_sides(table: TableInfo, r) -> dict[str, tuple[tuple, tuple]]:
 def interval_columns(
     tidy: pd.DataFrame, table: TableInfo, bootstrap: pd.DataFrame | None, confidence: float
 ) -> pd.DataFrame:
-    """<ratio>_low/_high for every ratio of every row, from the conditions' replicates."""
+    """Every ratio of every row paired by seed (its point replaced by the ratio of means
+    over the seeds both sides ran), with <ratio>_low/_high/_n, from the processes' replicates
+    (the study's statistic, the mean)."""
     for name in RATIOS:
-        tidy[f"{name}_low"], tidy[f"{name}_high"] = math.nan, math.nan
+        tidy[[f"{name}_low", f"{name}_high", f"{name}_n"]] = math.nan
     if bootstrap is None or bootstrap.empty or tidy.empty:
         return tidy
-    found = stats.replicates_by_condition(bootstrap)
+    found = stats.replicates_by_condition(bootstrap, "mean")
     for index, r in tidy.iterrows():
         for name, (numerator, denominator) in ratio_sides(table, r).items():
-            if numerator in found and denominator in found:
-                interval = inference.ratio_interval(
-                    found[numerator], found[denominator], confidence
-                )
-                tidy.loc[index, [f"{name}_low", f"{name}_high"]] = interval.low, interval.high
+            interval = found.ratio(numerator, denominator, confidence)
+            if interval is not None and interval.n_processes:
+                tidy.loc[index, [name, f"{name}_low", f"{name}_high", f"{name}_n"]] = (
+                    interval.point, interval.low, interval.high, interval.n_processes)
     return tidy
 
 
@@ -304,7 +304,7 @@ def tidy_table(
     improvement = (
         improvement_columns(table, summary)
         if table.improvement
-        else pd.DataFrame(columns=keys + ["improvement", "improvement_study_style"])
+        else pd.DataFrame(columns=keys + list(stats.IMPROVEMENTS))
     )
     tidy = tidy.merge(improvement, on=keys, how="left")
     tidy = tidy.merge(task_ratio_column(table, summary), on=keys, how="left")
