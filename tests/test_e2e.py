@@ -92,11 +92,20 @@ def test_statistics_and_verdicts_come_from_the_runs_data(run):
     assert ok["noise"].notna().all() and ok["warmup_detected"].notna().any()
     bootstrap = pd.read_parquet(run / OUT / "aggregate/bootstrap.parquet")
     assert len(bootstrap) and all(len(r) == 2000 for r in bootstrap["replicates"])
+    # one row per process (seed), quantity and statistic
+    assert set(bootstrap["seed"]) == set(ok["seed"])
     claims = pd.read_csv(run / OUT / "verdicts/claims.csv")
-    assert set(claims["verdict"]) <= {"supported", "contradicted", "inconclusive",
-                                      "not measured"}
-    # The tiny grid has the MLP in both torch modes: the JIT claim is judged, not guessed.
-    assert claims.set_index("claim").loc["jit_outperforms", "verdict"] != "not measured"
+    assert set(claims["verdict"]) <= {"supported", "contradicted", "equivalent",
+                                      "inconclusive", "one process", "not measured"}
+    # The tiny grid has the MLP in both torch modes over two seeds: the JIT claim is judged
+    # on two processes; the other tasks ran one seed, so their comparisons are not judged.
+    jit = claims.set_index("claim").loc["jit_outperforms"]
+    assert jit["verdict"] not in ("not measured", "one process") and jit["n_processes"] == 2
+    comparisons = pd.read_csv(run / OUT / "verdicts/comparisons.csv")
+    single = comparisons[comparisons["n_processes"] == 1]
+    assert len(single) and set(single["verdict"]) == {"one process"}
+    groups = pd.read_csv(run / OUT / "verdicts/groups.csv")
+    assert set(groups["claim"]) == set(claims["claim"])
     table2 = pd.read_csv(run / OUT / "tables/table2_compiled.csv")
     printed = table2[table2["improvement"].notna()]
     assert len(printed) and printed["improvement_low"].notna().all()

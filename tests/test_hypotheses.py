@@ -197,3 +197,15 @@ def test_a_table_a_hypothesis_covers_gets_no_second_finding():
     data = data_with(tidy_h0({CONDITIONS[0]: 1.5}))
     assert [f["table"] for f in hypotheses.table_findings(data, STUDY)] == []
     assert [f["table"] for f in hypotheses.table_findings(data, {})] == [H0.table]
+
+
+def test_a_group_whose_loop_waited_is_marked_and_only_it():
+    (model, f1, m1), (_, f2, m2) = CONDITIONS
+    data = data_with(tidy_h0(dict(zip(CONDITIONS, (1.5, 1.02)))))
+    groups = groups_table([(f1, m1, "contradicted"), (f2, m2, "supported")])
+    comparisons = comparisons_table([(model, f1, m1, "contradicted"), (model, f2, m2, "supported")])
+    waiting = {(f2, m2, model, H0_TABLE.tasks[0], "cpu", 1)}  # its backward side waited
+    (h0,) = hypotheses.hypotheses(
+        data, STUDY, claims_table("inconclusive", (1, 1, 0)), groups, comparisons, waiting
+    )
+    assert [bool(g["waited"]) for g in h0["groups"]] == [False, True] and h0["any_waited"]

@@ -535,3 +535,7 @@ def test_a_loop_that_waited_is_listed_and_marked_where_its_numbers_are_printed(t
     assert r"811 $\pm$ 55$^{\mathrm{a}}$" in table1  # PyTorch (eager), [512]: marked
     notes = tex.split(r"\label{tab:table1_eager}")[1].split(r"\label{tab:")[0]
     assert WAITING in notes
+    # the claims' comparisons with that side carry the mark too (Hypothesis 1, the JIT, ...)
+    comparisons = tex.split(r"\label{tab:comparisons}")[1].split(r"\end{longtable}")[0]
+    marked = [row for row in comparisons.split(r"\\") if r"\textsuperscript{w}" in row]
+    assert marked and all("[512], PyTorch (eager), backward" in row for row in marked[:-1])

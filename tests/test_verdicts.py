@@ -233,3 +233,13 @@ def test_claims_name_only_what_the_spec_has():
                 assert side.model in spec.MODELS and side.task in spec.TASKS
                 assert side.quantity == stats.FIRST_OVER_STEADY or side.quantity in (
                     spec.timed_quantities(side.framework, side.mode, side.task))
+
+
+def test_every_claim_has_the_studys_words():
+    import json
+    from pathlib import Path
+
+    words = json.loads((Path(__file__).parents[1] / "report/published/claims.json").read_text())
+    for claim in claims.CLAIMS:
+        entry = words["claims"][claim.key]
+        assert "hypothesis" in entry or {"name", "source", "statement"} <= set(entry)

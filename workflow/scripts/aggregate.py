@@ -5,8 +5,8 @@
 
 Writes iterations.parquet (every raw row), cells.parquet (one row per cell: status,
 provenance, the warm-up its data show and its noise), trials.parquet (per cell and
-quantity), summary.parquet (per condition over seeds), bootstrap.parquet (per condition and
-quantity: hierarchical bootstrap replicates of its mean, for every interval downstream),
+quantity), summary.parquet (per condition over seeds), bootstrap.parquet (per process,
+quantity and statistic: replicates over its iterations, for every interval downstream),
 first_iterations.csv and environment.json.
 """
 

@@ -145,23 +145,22 @@ def setup_context(inputs: Inputs) -> dict:
 def results_context(inputs: Inputs) -> dict:
     """The tables, what they show, and the verdicts on the seeds' claims."""
     data, confidence = inputs.data, inputs.confidence
+    waiting = paper_context.waiting_conditions(inputs.cells)
     return {
         "overview": paper_tables.tables_overview(data),
         "tables": [
-            paper_tables.table_context(
-                t, **data[t.name], waiting=paper_context.waiting_conditions(inputs.cells)
-            )
+            paper_tables.table_context(t, **data[t.name], waiting=waiting)
             for t in TABLES
         ],
         "headline": findings.headline(data, inputs.found, confidence),
         "example": findings.study_example(data),
         "findings": hypotheses.table_findings(data, inputs.study),
         "hypotheses": hypotheses.hypotheses(
-            data, inputs.study, inputs.verdicts, inputs.groups, inputs.comparisons
+            data, inputs.study, inputs.verdicts, inputs.groups, inputs.comparisons, waiting
         ),
         "scaled": findings.scaled_models(inputs.study, data, inputs.cells),
         "verdicts": report_stats.verdicts_context(
-            inputs.verdicts, inputs.groups, inputs.comparisons, inputs.study, confidence
+            inputs.verdicts, inputs.groups, inputs.comparisons, inputs.study, confidence, waiting
         ),
     }
 

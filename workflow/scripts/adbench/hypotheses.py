@@ -19,6 +19,7 @@ from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, Claim
 from adbench.formatting import latex, missing
 from adbench.spec import MODELS, TABLES, TASKS, TableInfo
+from adbench import verdicts as verdicts_module
 from adbench.verdicts import NOT_MEASURED
 
 # What claims.json may say about a hypothesis (keyed by table name); only name and statement
@@ -78,10 +79,12 @@ def hypotheses(
     verdicts: pd.DataFrame,
     groups: pd.DataFrame,
     comparisons: pd.DataFrame,
+    waiting: set = frozenset(),
 ):
     """Per hypothesis on a measured table: its words (claims.json), the table's ratios
     described, and the judgment of its claim exactly as the verdicts (make_verdicts.py) give
-    it, per (framework, mode) as well: the paper judges nothing itself."""
+    it, per (framework, mode) as well: the paper judges nothing itself.  `waiting`:
+    paper_context.waiting_conditions, whose groups are marked."""
     judged = hypothesis_claims(study)
     out = []
     for table in (t for t in TABLES if t.name in judged):
@@ -94,14 +97,18 @@ def hypotheses(
                 **finding,
                 "hypothesis": {k: latex(v) for k, v in words.items()},
                 "within_pct": fmt.percent(MARGIN, tex=True),
-                **judgment(judged[table.name], verdicts, groups, comparisons),
+                **judgment(judged[table.name], verdicts, groups, comparisons, waiting),
             }
         )
     return out
 
 
 def judgment(
-    claim: Claim, verdicts: pd.DataFrame, groups: pd.DataFrame, comparisons: pd.DataFrame
+    claim: Claim,
+    verdicts: pd.DataFrame,
+    groups: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    waiting: set = frozenset(),
 ) -> dict:
     """A claim's verdict and counts from claims.csv, its groups (each (framework, mode))
     from groups.csv, and from comparisons.csv the conditions it holds in alone."""
@@ -119,6 +126,7 @@ def judgment(
             "within": [],
             "groups": [],
             "n_unmeasured_groups": 0,
+            "any_waited": False,
         }
     r = row.iloc[0]
     mine = comparisons[
@@ -131,6 +139,10 @@ def judgment(
     )
     own = groups[groups["claim"] == claim.key]
     shown = own[own["verdict"] != NOT_MEASURED]
+    marked = report_stats.groups_that_waited(mine, waiting)
+    waits = lambda g: tuple(  # noqa: E731
+        g[k] for k in ["claim", "device", "threads", *verdicts_module.GROUP_FIELDS]
+    ) in marked
     return {
         "verdict": latex(r["verdict"]),
         "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
@@ -141,8 +153,11 @@ def judgment(
         "n_noise": int(r["n_inconclusive"]) + int(r["n_equivalent"]),
         "n_one_process": int(r["n_one_process"]),
         "within": [latex(condition_label(c, several)) for c in holds.itertuples()],
-        "groups": [report_stats.group_context(g, several) for _, g in shown.iterrows()],
+        "groups": [
+            report_stats.group_context(g, several, waits(g)) for _, g in shown.iterrows()
+        ],
         "n_unmeasured_groups": len(own) - len(shown),
+        "any_waited": bool(marked),
     }
 
 

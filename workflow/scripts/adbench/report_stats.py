@@ -19,7 +19,7 @@ from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC
 from adbench.formatting import latex
 from adbench.spec import MODELS, TASKS
-from adbench.verdicts import NOT_MEASURED
+from adbench.verdicts import GROUP_FIELDS, NOT_MEASURED
 
 VERDICT_ORDER = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
                  inference.INCONCLUSIVE, inference.ONE_PROCESS, NOT_MEASURED)
@@ -98,8 +98,28 @@ def claim_context(claim, r, published: dict) -> dict:
     }
 
 
-def group_context(r, several_blocks: bool) -> dict:
+WAIT_MARK = "\\textsuperscript{w}"  # a side's loop waited (paper_context.waiting_conditions)
+
+
+def side_condition(r, end: str) -> tuple:
+    """A comparison row's side as paper_context.waiting_conditions keys it."""
+    return (*(r[f"{end}_{f}"] for f in ("framework", "mode", "model", "task")), r["device"],
+            int(r["threads"]))
+
+
+def waited(r, waiting: set) -> bool:
+    return any(side_condition(r, end) in waiting for end in ("numerator", "denominator"))
+
+
+def groups_that_waited(comparisons: pd.DataFrame, waiting: set) -> set[tuple]:
+    """(claim, device, threads, *GROUP_FIELDS) of the groups with a waiting side."""
+    keys = ["claim", "device", "threads", *GROUP_FIELDS]
+    return {tuple(r[k] for k in keys) for _, r in comparisons.iterrows() if waited(r, waiting)}
+
+
+def group_context(r, several_blocks: bool, waits: bool = False) -> dict:
     return {
+        "waited": WAIT_MARK if waits else "",
         "label": latex(group_label(r)),
         "block": latex(fmt.block(r["device"], r["threads"])) if several_blocks else "",
         "measured": int(r["n_planned"]) - int(r["n_not_measured"]),
@@ -109,6 +129,7 @@ def group_context(r, several_blocks: bool) -> dict:
         "difference": fmt.difference_us(
             r["difference_us"], r["difference_low_us"], r["difference_high_us"]),
         "processes": latex(processes_text(r["n_processes"])),
+        "n": fmt.NA if fmt.missing(r["n_processes"]) else int(r["n_processes"]),
         "verdict": latex(r["verdict"]),
     }
 
@@ -131,10 +152,14 @@ def verdicts_context(
     comparisons: pd.DataFrame,
     published: dict,
     confidence: float,
+    waiting: set = frozenset(),
 ) -> dict:
     """Per claim its words, test, verdict and pooled ratio; its groups with their
-    Holm-corrected verdicts; every measured comparison for the appendix; the rule."""
+    Holm-corrected verdicts; every measured comparison for the appendix; the rule.
+    `waiting`: paper_context.waiting_conditions, whose comparisons and groups are marked."""
     rows, grouped = [], []
+    group_waits = groups_that_waited(comparisons, waiting)
+    key = lambda r: tuple(r[k] for k in ["claim", "device", "threads", *GROUP_FIELDS])  # noqa
     measured_groups = groups[groups["verdict"] != NOT_MEASURED]
     several = measured_groups[["device", "threads"]].drop_duplicates().shape[0] > 1
     for claim in CLAIMS:
@@ -146,7 +171,8 @@ def verdicts_context(
         shown = mine[mine["verdict"] != NOT_MEASURED]
         grouped.append({
             "name": rows[-1]["name"],
-            "groups": [group_context(r, several) for _, r in shown.iterrows()],
+            "groups": [group_context(r, several, key(r) in group_waits)
+                       for _, r in shown.iterrows()],
             "n_unmeasured_groups": len(mine) - len(shown),
         })
     measured = comparisons[comparisons["verdict"] != NOT_MEASURED]
@@ -166,9 +192,11 @@ def verdicts_context(
                 "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
                 "processes": int(r["n_processes"]),
                 "verdict": latex(r["verdict"]),
+                "waited": WAIT_MARK if waited(r, waiting) else "",
             }
             for _, r in measured.iterrows()
         ],
+        "any_waited": bool(group_waits),
         **rule_context(confidence),
     }
 
