@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from adbench import formatting as fmt
 from adbench import paper_context
 
 
@@ -91,3 +92,19 @@ def test_the_protocol_context_carries_the_quick_statement():
     found = paper_context.protocol_context(cells([(*side, 0, 5, 100, "ok")]))
     assert found["quick"] == {"n_cells": 1, "n_single": 1, "n_fewer": 1,
                               "full": paper_context.FULL_PROCESSES}
+
+
+def test_the_largest_first_step_is_given_for_eager_modes_too():
+    first = pd.DataFrame(
+        [
+            {"framework": "torch", "mode": "script", "model": "mlp512", "task": "backward",
+             "first_over_median": 40.0},
+            {"framework": "torch", "mode": "eager", "model": "rnn_cell",
+             "task": "jacobian_rows", "first_over_median": 1590.0},
+            {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
+             "first_over_median": 3.0},
+        ]
+    )
+    found = paper_context.first_max(first)
+    assert found["compiled"] == fmt.factor(40.0) and found["eager"] == fmt.factor(1590.0)
+    assert "RNN cell" in found["eager_where"] and "TorchScript" in found["compiled_where"]

@@ -172,7 +172,7 @@ def checks_context(inputs: Inputs) -> dict:
     return {
         "gradients": paper_context.gradient_summary(inputs.gradients, tolerance),
         "first_iterations": paper_context.first_iteration_summary(first),
-        "first_iteration_max": paper_context.compiled_first_max(first),
+        "first_iteration_max": paper_context.first_max(first),
         "figure_focus": paper_context.figure_focus(first) if len(first) else "none",
         "threads_check": paper_context.threads_check(inputs.cells),
         "validation": report_stats.validation_context(inputs.validation),

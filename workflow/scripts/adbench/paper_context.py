@@ -392,15 +392,31 @@ def first_iteration_summary(first: pd.DataFrame) -> list[dict]:
     return sorted(rows, key=lambda row: row["order"])
 
 
-def compiled_first_max(first: pd.DataFrame) -> str:
-    compiled = [
-        FRAMEWORKS.get(f) is not None
-        and m in FRAMEWORKS[f].modes
-        and FRAMEWORKS[f].modes[m].compiled
-        for f, m in zip(first["framework"], first["mode"])
-    ]
-    values = first.loc[compiled, "first_over_median"].dropna()
-    return fmt.factor(values.max() if len(values) else math.nan)
+def first_max(first: pd.DataFrame) -> dict:
+    """The largest first step over the steady-state median, in compiled and in eager modes
+    (the study saw it 'only in compiled models'), and the cell of each."""
+    compiled = pd.Series(
+        [
+            f in FRAMEWORKS and m in FRAMEWORKS[f].modes and FRAMEWORKS[f].modes[m].compiled
+            for f, m in zip(first["framework"], first["mode"])
+        ],
+        index=first.index,
+        dtype=bool,
+    )
+    out = {}
+    for name, rows in (("compiled", first[compiled]), ("eager", first[~compiled])):
+        rows = rows[rows["first_over_median"].notna()]
+        if rows.empty:
+            out[name], out[f"{name}_where"] = fmt.factor(math.nan), ""
+            continue
+        top = rows.loc[rows["first_over_median"].idxmax()]
+        out[name] = fmt.factor(top["first_over_median"])
+        out[f"{name}_where"] = latex(
+            f"{tbl.column_label(top['framework'], top['mode'])}, "
+            f"{MODELS[top['model']].label if top['model'] in MODELS else top['model']}, "
+            f"{TASKS[top['task']].label if top['task'] in TASKS else top['task']}"
+        )
+    return out
 
 
 def figure_focus(first: pd.DataFrame) -> str:
