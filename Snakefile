@@ -12,6 +12,11 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# snakemake --report report.html (or .zip): every table, figure, verdict and the paper,
+# captioned from report/captions/.
+report: "report/workflow.rst"
+
+
 # On a cluster (profiles/slurm) only the timing and reference jobs are submitted; building
 # environments (into the shared .venvs/), the analysis and the paper run on the submit host.
 localrules:

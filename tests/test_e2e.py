@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -111,6 +112,29 @@ def test_statistics_and_verdicts_come_from_the_runs_data(run):
     assert len(printed) and printed["improvement_low"].notna().all()
     tex = (run / OUT / "paper/paper.tex").read_text()
     assert r"\label{sec:verdicts}" in tex and "was not run for this results tree" in tex
+
+
+def test_snakemakes_report_holds_every_result_with_its_caption(run, tmp_path):
+    result = snakemake(run, "--report", str(tmp_path / "report.zip"))
+    assert result.returncode == 0, result.log[-4000:]
+    with zipfile.ZipFile(tmp_path / "report.zip") as archive:
+        names = {Path(n).name for n in archive.namelist()}
+        page = archive.read("report/report.html").decode()
+    tree = run / OUT
+    expected = {p.name for pattern in ("tables/*.csv", "tables/*.md", "figures/*.png",
+                                       "verdicts/*.csv", "checks/gradients.*", "paper/*.pdf")
+                for p in tree.glob(pattern)}
+    assert len(expected) > 2 * len(spec.TABLE_NAMES) and expected <= names
+    for caption in (REPO / "report" / "captions").glob("*.rst"):
+        assert caption_phrase(caption.read_text()) in page, caption.name
+
+
+def caption_phrase(text: str) -> str:
+    """The first four words in a row that the rst-to-HTML step leaves as they are."""
+    words = text.split()
+    clean = [bool(re.fullmatch(r"[\w,.:;()-]+", w)) for w in words]
+    start = next(i for i in range(len(words)) if all(clean[i:i + 4]))
+    return " ".join(words[start:start + 4])
 
 
 def test_raw_files_follow_the_contract(run):

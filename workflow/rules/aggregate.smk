@@ -46,8 +46,8 @@ rule check_gradients:
         references=reference_files(),
         code=code("check_gradients.py"),
     output:
-        csv=tree("checks/gradients.csv"),
-        md=tree("checks/gradients.md"),
+        csv=reported(tree("checks/gradients.csv"), "gradients", "Checks", format="CSV"),
+        md=reported(tree("checks/gradients.md"), "gradients", "Checks", format="Markdown"),
         gradient_files=tree("checks/gradient_files.txt"),
     log:
         tree("logs/check_gradients.log"),
@@ -72,7 +72,7 @@ rule tables:
         bootstrap=tree("aggregate/bootstrap.parquet"),
         code=code("make_tables.py"),
     output:
-        TABLE_FILES,
+        reported_tables(),
     log:
         tree("logs/tables.log"),
     conda:
@@ -94,9 +94,11 @@ rule verdicts:
         bootstrap=tree("aggregate/bootstrap.parquet"),
         code=code("make_verdicts.py"),
     output:
-        claims=tree("verdicts/claims.csv"),
-        groups=tree("verdicts/groups.csv"),
-        comparisons=tree("verdicts/comparisons.csv"),
+        claims=reported(tree("verdicts/claims.csv"), "claims", "Verdicts", file="claims"),
+        groups=reported(tree("verdicts/groups.csv"), "groups", "Verdicts", file="groups"),
+        comparisons=reported(
+            tree("verdicts/comparisons.csv"), "comparisons", "Verdicts", file="comparisons"
+        ),
     log:
         tree("logs/verdicts.log"),
     conda:

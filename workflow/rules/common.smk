@@ -274,3 +274,45 @@ def final_outputs():
         tree("checks/gradients.csv"),
         tree("paper/paper.pdf"),
     ]
+
+
+# ----------------------------------------------------------------------------- report
+def reported(path, caption, category, **labels):
+    """An output registered for Snakemake's report (snakemake --report), captioned from
+    report/captions/."""
+    return report(
+        path,
+        caption=f"../../report/captions/{caption}.rst",
+        category=category,
+        labels=labels or None,
+    )
+
+
+def reported_tables():
+    """TABLE_FILES, each table's CSV and Markdown in the report, under the study's table it
+    reproduces."""
+    by_name = {t.name: t for t in spec.TABLES}
+
+    def item(path):
+        name, ext = os.path.splitext(os.path.basename(path))
+        table = by_name[name]
+        if ext not in (".csv", ".md"):
+            return path
+        return report(
+            path,
+            caption="../../report/captions/table.rst",
+            category="Tables",
+            subcategory=f"{table.study_table}: {table.title}",
+            labels={"table": table.name, "format": "CSV" if ext == ".csv" else "Markdown"},
+        )
+
+    return [item(p) for p in TABLE_FILES]
+
+
+def reported_figures():
+    """FIGURE_FILES, the PNGs in Snakemake's report (it shows images inline); the PDFs are the
+    paper's."""
+    return {
+        key: reported(path, key.removesuffix("_png"), "Figures") if key.endswith("_png") else path
+        for key, path in FIGURE_FILES.items()
+    }

@@ -11,7 +11,7 @@ rule figures:
         cells=tree("aggregate/cells.parquet"),
         code=code("figures.py"),
     output:
-        **FIGURE_FILES,
+        **reported_figures(),
     log:
         tree("logs/figures.log"),
     conda:

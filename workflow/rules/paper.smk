@@ -24,7 +24,7 @@ rule paper:
         # benchmarks/validate_harness.py's findings, when someone ran it for this tree.
         validation=lambda w: [p for p in [tree("validation/harness.json")] if os.path.exists(p)],
     output:
-        tree("paper/paper.pdf"),
+        reported(tree("paper/paper.pdf"), "paper", "Paper"),
     log:
         tree("logs/paper.log"),
     conda:
