@@ -252,14 +252,25 @@ def test_a_cell_records_allocation_gpu_and_peak_memory(tmp_path):
     assert info["gpu"] is None and info["peak_device_memory_bytes"] is None
 
 
-def test_a_cuda_cell_without_a_gpu_records_the_keys_empty(tmp_path):
+def test_a_cuda_cell_without_a_gpu_records_the_cuda_stack_it_found(tmp_path):
+    """No GPU: `gpu` and the peak stay empty, `cuda` says what was found (the runtime of
+    this PyTorch, no driver here) and the cell is failed (tests/test_gpu_failures.py)."""
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the cuda cell would run")
     env = {k: v for k, v in os.environ.items() if k not in SLURM_VARS}
     info = run_measure(tmp_path, "cuda", env)
-    assert info["status"] == "unsupported"
+    assert info["status"] == "failed"
     assert info["allocation"]["scheduler"] is None
     assert info["gpu"] is None and info["peak_device_memory_bytes"] is None
+    assert info["cuda"]["runtime_cuda_version"] == torch.version.cuda
+    assert info["cuda"]["runtime_from"] == "torch.version.cuda"
+    assert info["cuda"]["sees_gpu"] is False and info["cuda"]["cuda_visible_devices"] is None
     assert pq.read_metadata(str(tmp_path / "cuda.parquet")).num_rows == 0
+
+
+def test_a_cpu_cell_records_no_cuda_stack(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in SLURM_VARS}
+    info = run_measure(tmp_path, "cpu", env)
+    assert info["status"] == "ok" and info["cuda"] is None and info["retime"] is None

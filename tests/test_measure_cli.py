@@ -70,7 +70,10 @@ def test_torch_eager_cell_writes_rows_and_provenance(repo, tmp_path):
     assert shapes == [(784, 512), (512,), (512, 10), (10,)]
 
 
-def test_cuda_cell_without_gpu_is_recorded_as_unsupported(repo, tmp_path):
+def test_cuda_cell_without_gpu_is_recorded_failed_and_retimed(repo, tmp_path):
+    """The spec gives PyTorch a CUDA path and the cell asked for the device: a GPU it cannot
+    see is a failure of the run (tests/test_gpu_failures.py fakes an old driver), with
+    PyTorch's words and what was found, for the next run to time again."""
     import torch
 
     if torch.cuda.is_available():
@@ -79,10 +82,22 @@ def test_cuda_cell_without_gpu_is_recorded_as_unsupported(repo, tmp_path):
     assert result.returncode == 0, result.stderr
     assert pq.read_table(out).num_rows == 0
     info = schema.read_provenance(str(out))
-    assert info["status"] == "unsupported" and "cuda" in info["message"]
+    assert info["status"] == "failed", info["message"]
+    assert "torch sees no GPU" in info["message"] and "torch.cuda.init() raised" in info["message"]
+    assert info["retime"] and info["cuda"]["sees_gpu"] is False
+    assert info["cuda"]["runtime_cuda_version"] == torch.version.cuda
     with np.load(grads) as data:
-        assert str(data["status"]) == "unsupported"
+        assert str(data["status"]) == "failed"
         assert not [k for k in data.files if k.startswith("g")]
+
+
+def test_cuda_cell_of_a_framework_without_a_cuda_path_is_unsupported(repo, tmp_path):
+    """What the spec declares impossible stays unsupported, and nothing is imported for it."""
+    result, _, out, _ = measure(repo, tmp_path, "autograd", "eager", "cuda")
+    assert result.returncode == 0, result.stderr
+    info = schema.read_provenance(str(out))
+    assert info["status"] == "unsupported" and "autograd has no cuda path" in info["message"]
+    assert info["retime"] is None and info["frameworks_loaded"] == []
 
 
 def test_invalid_mode_exits_non_zero_naming_it(repo, tmp_path):

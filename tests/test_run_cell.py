@@ -207,3 +207,29 @@ def test_a_cell_whose_environment_could_not_be_built_is_recorded_failed(tmp_path
     info = schema.read_provenance(str(tmp_path / "raw.parquet"))
     assert info["status"] == "failed"
     assert "envs/broken.yaml" in info["message"] and "Distribution not found" in info["message"]
+
+
+RECORD_BODY = """
+sys.path.insert(0, {scripts!r})
+from adbench import schema
+out = sys.argv[sys.argv.index('--out') + 1]
+open(sys.argv[sys.argv.index('--gradients') + 1], 'w').write('g')
+schema.write_raw(out, {{}}, [], {{'status': {status!r}, 'retime': {retime!r}}})
+"""
+
+
+@pytest.mark.parametrize("status, retime", [("failed", "the framework saw no GPU"),
+                                            ("failed", None), ("unsupported", None)])
+def test_a_record_asking_to_be_retimed_gets_a_line_in_the_killed_log(tmp_path, status,
+                                                                     retime):
+    """measure.py's `retime` (a cuda cell whose framework saw no GPU): a line, as after a
+    kill, so the next run re-times the cell; any other record: none."""
+    body = RECORD_BODY.format(scripts=SCRIPTS, status=status, retime=retime)
+    child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
+    done = run_cell(tmp_path, child)
+    assert done.returncode == 0, done.stderr
+    log = tmp_path / "killed.log"
+    if retime:
+        assert retime in log.read_text() and len(log.read_text().splitlines()) == 1
+    else:
+        assert not log.exists()

@@ -9,7 +9,11 @@ framework environment, so only that framework is ever imported here.
         --out results/raw/....parquet --gradients results/gradients/....npz
 
 A failed or unsupported cell still writes both files, with its status and message, and
-exits 0: the report then says "n/a" and why, instead of losing the cell.
+exits 0: the report then says "n/a" and why, instead of losing the cell.  `unsupported` is
+what cannot run (the spec gives the framework no path to the device, the framework or mode
+refuses the model or task); a cuda cell whose framework sees no GPU is `failed`, with the
+framework's words and the driver and CUDA versions found, and re-timed by the next run
+(`retime`: run_cell.py adds a line to the cell's killed log, a value of its params).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import traceback  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import provenance, reference, schema, spec, timing  # noqa: E402
-from adbench.backends import UnsupportedCell, load  # noqa: E402
+from adbench.backends import DeviceNotVisible, UnsupportedCell, load  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -100,6 +104,49 @@ def cuda_probe(backend, name: str, device: str):
     return probe(device) if device == "cuda" and probe else None
 
 
+def check_device_path(framework: str, device: str) -> None:
+    """What the spec declares impossible is `unsupported` before anything is imported: a
+    device the framework has no path to (spec.FRAMEWORKS[...].devices; no CUDA build)."""
+    if device not in spec.FRAMEWORKS[framework].devices:
+        raise UnsupportedCell(f"{framework} has no {device} path in this pipeline "
+                              f"(spec.FRAMEWORKS['{framework}'] has no {device} environment)")
+
+
+def classify(exc: BaseException, device: str, found: dict | None = None
+             ) -> tuple[str, str, str | None]:
+    """A cell's status, message and `retime` (why the next run must time it again, or None)
+    from what ended it.  UnsupportedCell is `unsupported` (the cell cannot run there); a GPU
+    the framework does not see on a cuda cell is `failed` and re-timed (DeviceNotVisible:
+    the spec gives the framework a CUDA path and the cell asked for the device); anything
+    else is `failed`, naming the driver's and the framework's CUDA versions (`found`:
+    provenance.cuda_stack) where the driver is the older."""
+    if isinstance(exc, TimeBudgetSpent):
+        return "timeout", str(exc), None
+    if isinstance(exc, UnsupportedCell):
+        return "unsupported", f"{type(exc).__name__}: {exc}", None
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DeviceNotVisible):
+        return "failed", message, "the framework saw no GPU on a cuda cell"
+    if device == "cuda" and found and found.get("driver_older_than_runtime"):
+        message += f" ({provenance.describe_cuda(found)})"
+    return "failed", message, None
+
+
+def cuda_found(backend, device: str, exc: BaseException | None, info: dict) -> dict | None:
+    """A cuda cell's CUDA stack (provenance.cuda_stack): the one its DeviceNotVisible
+    found, else read now, with the runtime the backend reports (no backend: an import that
+    failed); None on cpu."""
+    if device != "cuda":
+        return None
+    if isinstance(exc, DeviceNotVisible):
+        return exc.cuda
+    runtime, where = (backend.cuda_runtime() if hasattr(backend, "cuda_runtime")
+                      else (None, None))
+    name = info.get("device_name")  # set once prepare ran on the device
+    return provenance.cuda_stack(runtime, where,
+                                 sees_gpu=None if name is None else name != "cpu")
+
+
 def cell_of(args: argparse.Namespace) -> spec.Cell:
     return spec.Cell(args.framework, args.mode, args.model, args.task, args.device,
                      args.threads, args.seed)
@@ -132,6 +179,10 @@ def starting_info(args: argparse.Namespace) -> dict:
         if workload.per_example else None,
         "dtype": "float32",
         "gpu": None,  # a cuda cell's GPU, once its framework has set it up
+        # A cuda cell's CUDA stack, whatever its status (provenance.cuda_stack): driver,
+        # the CUDA it supports, the runtime the framework got, the GPUs the job was given.
+        "cuda": None,
+        "retime": None,  # why the next run re-times this cell (run_cell.py), or None
         "peak_device_memory_bytes": None,
         "started_at": provenance.now_iso(),
         "process_started_at_epoch": provenance.process_start_epoch(),
@@ -162,7 +213,9 @@ def measure(args: argparse.Namespace) -> int:
     rows, status, message = [], "ok", ""
     loss, grads = None, []
     phases = {}
+    backend, error = None, None
     try:
+        check_device_path(args.framework, args.device)
         if args.granted_threads is not None and args.granted_threads < args.threads:
             raise RuntimeError(f"the job was given {args.granted_threads} core(s) for "
                                f"{args.threads} threads (raise --cores): its numbers would "
@@ -204,16 +257,20 @@ def measure(args: argparse.Namespace) -> int:
         loss, grads = prepared.derivatives(0)
         phases["gradients_s"] = time.perf_counter() - t
     except Exception as exc:  # recorded in the file: the report says n/a and why
-        unsupported = isinstance(exc, UnsupportedCell)
-        timeout = isinstance(exc, TimeBudgetSpent)
-        status = "unsupported" if unsupported else "timeout" if timeout else "failed"
-        message = str(exc) if timeout else f"{type(exc).__name__}: {exc}"
+        error = exc
+        try:
+            info["cuda"] = cuda_found(backend, args.device, exc, info)
+        except Exception as probe:  # noqa: BLE001 -- the cell's own error comes first
+            log(f"could not read the CUDA stack: {type(probe).__name__}: {probe}")
+        status, message, info["retime"] = classify(exc, args.device, info["cuda"])
         log(f"{status}: {message}")
-        if not (unsupported or timeout):
+        if status == "failed":
             traceback.print_exc()
-        if not timeout:  # a timed-out cell keeps the iterations it completed
+        if status != "timeout":  # a timed-out cell keeps the iterations it completed
             rows = []
         grads = []
+    if error is None:
+        info["cuda"] = cuda_found(backend, args.device, None, info)
 
     info["phases"] = phases
     write_cell(args, info, status, message, rows, loss, grads)

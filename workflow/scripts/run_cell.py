@@ -16,6 +16,9 @@ cell is never lost: what the child cannot record itself is recorded here.
 - Interrupted (SIGINT, SIGTERM: Ctrl-C, scancel), the child is stopped and nothing is
   written: Snakemake sees an incomplete job, and the next run (or --rerun-incomplete)
   re-times it.
+- A cell that measure.py recorded for the next run to re-time (provenance `retime`: a cuda
+  cell whose framework saw no GPU, status failed) gets a line in --killed-log too, so the
+  next run re-times it, as after a kill.
 - A cell whose environment could not be built (--receipt says failed) is recorded failed
   with the installer's message; nothing else of the run is held up.
 - The child gets a temp directory of its own (TMPDIR), made under the job's and removed when
@@ -133,6 +136,29 @@ def outputs_written(measure_argv: list[str]) -> bool:
     return len(paths) == 2 and all(os.path.exists(p) for p in paths)
 
 
+def note_killed(killed_log: str, why: str) -> None:
+    """A line in the cell's killed log: its count is a value of the job's params
+    (--times-killed), so the next run re-times this cell and no other."""
+    os.makedirs(os.path.dirname(killed_log) or ".", exist_ok=True)
+    with open(killed_log, "a") as f:
+        f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {why}\n")
+
+
+def retime_asked(measure_argv: list[str]) -> str | None:
+    """Why measure.py's record asks the next run to re-time the cell (`retime`), if it
+    does (a cuda cell whose framework saw no GPU)."""
+    if not outputs_written(measure_argv):
+        return None
+    sys.path.insert(0, HERE)
+    from adbench import schema  # noqa: E402  (only now, as in write_record)
+
+    raw = measure_argv[measure_argv.index("--out") + 1]
+    try:
+        return schema.read_provenance(raw).get("retime")
+    except (OSError, ValueError):  # not a raw file of ours: nothing asked
+        return None
+
+
 def build_failure(receipt: str | None) -> str | None:
     """Why the cell's environment could not be built, if it could not."""
     if receipt is None:
@@ -164,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     timed_out = watch.reason == "budget"
     if rc >= 0 and not timed_out:
+        why = retime_asked(measure_argv) if rc == 0 else None
+        if why:
+            log(f"the next run re-times this cell: {why}")
+            note_killed(args.killed_log, f"failed, to re-time: {why}")
         return rc  # recorded by measure.py, or an error of the job itself (bad arguments)
     if outputs_written(measure_argv):
         return 0  # killed after writing both files: the cell is complete
@@ -181,9 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             f"the timing process was killed by {name} after {wall:.0f} s, before writing its "
             "results (killed from outside, or by the kernel's out-of-memory killer: see "
             "dmesg); the next run re-times this cell")
-        os.makedirs(os.path.dirname(args.killed_log) or ".", exist_ok=True)
-        with open(args.killed_log, "a") as f:
-            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {name} after {wall:.0f} s\n")
+        note_killed(args.killed_log, f"{name} after {wall:.0f} s")
     log(f"{status}: {message}")
     write_record(measure_argv, status, message)
     return 0

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import datetime
 import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -97,6 +99,95 @@ def nvidia_smi(fields: str) -> list[str] | None:
 def gpu_driver() -> str | None:
     values = nvidia_smi("driver_version")
     return values[0] if values else None
+
+
+def cuda_version(value) -> str | None:
+    """A CUDA version as "major.minor[.patch]": CUDA's integer encoding (12080: what
+    cudaRuntimeGetVersion and cuDriverGetVersion return) turned into "12.8"; a string kept."""
+    if value is None or str(value).strip() in ("", "None"):
+        return None
+    text = str(value).strip()
+    if text.isdigit() and int(text) >= 1000:
+        number = int(text)
+        return f"{number // 1000}.{number % 1000 // 10}"
+    return text
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+    numbers = re.findall(r"\d+", version or "")
+    return tuple(int(n) for n in numbers[:2]) if numbers else None
+
+
+def driver_cuda_version() -> str | None:
+    """The newest CUDA the installed NVIDIA driver supports ("13.0"): cuDriverGetVersion of
+    libcuda (needs no GPU and creates no context), else nvidia-smi's banner; None where no
+    driver is found."""
+    try:
+        version = ctypes.c_int(0)
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) == 0 \
+                and version.value:
+            return cuda_version(version.value)
+    except (OSError, AttributeError):
+        pass
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        banner = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=20
+                                ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"CUDA Version:\s*([\d.]+)", banner)
+    return match.group(1) if match else None
+
+
+def cuda_stack(runtime: str | None, runtime_from: str | None = None,
+               sees_gpu: bool | None = None) -> dict:
+    """What a cuda cell found of the CUDA stack, whatever its status: the driver
+    (nvidia-smi) and the newest CUDA it supports (libcuda), the CUDA runtime the framework
+    got (`runtime`, read by the backend's cuda_runtime(); `runtime_from` says from where),
+    whether the framework saw a GPU, and the GPUs the job was given."""
+    runtime = cuda_version(runtime)
+    driver_cuda = driver_cuda_version()
+    have, need = _version_tuple(driver_cuda), _version_tuple(runtime)
+    env = os.environ.get
+    return {
+        "driver_version": gpu_driver(),
+        "driver_cuda_version": driver_cuda,
+        "runtime_cuda_version": runtime,
+        "runtime_from": runtime_from,
+        # The driver supports an older CUDA than the build's: the likely cause of any
+        # failure (CUDA's minor-version compatibility covers some of it within one major).
+        "driver_older_than_runtime": (have < need) if have and need else None,
+        "sees_gpu": sees_gpu,
+        "cuda_visible_devices": env("CUDA_VISIBLE_DEVICES"),
+        "slurm_gpus": env("SLURM_JOB_GPUS") or env("SLURM_GPUS_ON_NODE"),
+    }
+
+
+def describe_cuda(found: dict, framework: str = "the framework") -> str:
+    """A cell message's account of the CUDA stack found (cuda_stack), naming the versions."""
+    if found.get("driver_version") or found.get("driver_cuda_version"):
+        driver = (f"NVIDIA driver {found.get('driver_version') or '(version unknown)'}"
+                  + (f" supporting CUDA up to {found['driver_cuda_version']}"
+                     if found.get("driver_cuda_version") else ""))
+    else:
+        driver = "no NVIDIA driver (neither libcuda nor nvidia-smi)"
+    runtime = (f"{framework}'s CUDA {found['runtime_cuda_version']}"
+               if found.get("runtime_cuda_version")
+               else f"{framework} has no CUDA runtime (a CPU build)")
+    parts = [f"found {driver}; {runtime}"]
+    if found.get("driver_older_than_runtime"):
+        parts.append(f"the driver is older than this build's CUDA "
+                     f"({found['driver_cuda_version']} < {found['runtime_cuda_version']}): "
+                     "update the driver or choose a build for the driver's CUDA")
+    granted = []
+    if found.get("slurm_gpus"):
+        granted.append(f"SLURM granted GPU(s) {found['slurm_gpus']}")
+    if found.get("cuda_visible_devices") is not None:
+        granted.append(f"CUDA_VISIBLE_DEVICES={found['cuda_visible_devices']!r}")
+    if granted:
+        parts.append(", ".join(granted))
+    return "; ".join(parts)
 
 
 def _mib_to_bytes(value: str) -> int | None:

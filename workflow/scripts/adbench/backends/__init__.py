@@ -20,6 +20,9 @@ A backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) also provides, used b
                                                   memory growth); returns what it set, for
                                                   the cell's `choices`
     gpu_info(device) -> dict                   -- name, driver, CUDA/cuDNN, memory
+    cuda_runtime() -> (str | None, str)        -- the CUDA runtime the framework got (or was
+                                                  built with), and where that was read; no
+                                                  GPU needed
     reset_peak_memory(device), peak_memory(device) -> int | None
                                                -- peak device memory of the timed loop
 
@@ -27,7 +30,8 @@ A backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) also provides, used b
 users write it, loads the spec's canonical arrays into it (converting layouts once, here),
 places every batch on the device, and returns a `Prepared` for the workload's task.  Tasks
 (spec.TASKS) are implemented once per backend, generically over models.  What a cell cannot
-run raises `UnsupportedCell` with the reason.
+run raises `UnsupportedCell` with the reason; a cuda cell whose framework sees no GPU raises
+`device_not_visible(...)` instead (a failure of the run, re-timed by the next one).
 
 Compilation: a mode that compiles or traces ahead of time (jit.trace, pytensor.function)
 does it in `prepare` and reports the seconds in `Prepared.compile_s`; a mode that compiles
@@ -56,7 +60,33 @@ from adbench.timing import Clock
 
 
 class UnsupportedCell(RuntimeError):
-    """The cell cannot run here (e.g. CUDA asked for but no GPU visible): recorded, not fatal."""
+    """The cell cannot run in this framework or mode (a model, task or device it has no path
+    for): recorded `unsupported` with the reason, not fatal, and not re-timed."""
+
+
+class DeviceNotVisible(RuntimeError):
+    """A cuda cell whose framework sees no GPU, though the spec gives the framework a CUDA
+    path (spec.FRAMEWORKS[...].devices) and the cell asked for the device: the run failed (a
+    node without the card, a driver older than the build's CUDA, a CPU build installed, a
+    GPU the scheduler did not pass on).  measure.py records it `failed`, with the
+    framework's words and the versions found (`cuda`: provenance.cuda_stack), and
+    run_cell.py has the next run re-time it.  Never `unsupported`."""
+
+    def __init__(self, message: str, cuda: dict):
+        super().__init__(message)
+        self.cuda = cuda
+
+
+def device_not_visible(framework: str, words: str, runtime: str | None,
+                       runtime_from: str | None = None) -> DeviceNotVisible:
+    """The failure a backend raises when its framework sees no GPU on a cuda cell: `words`,
+    the framework's own account (its exception or what it reports), then the driver and the
+    CUDA versions found, and the GPUs the job was given (provenance.describe_cuda)."""
+    from adbench import provenance
+
+    found = provenance.cuda_stack(runtime, runtime_from, sees_gpu=False)
+    return DeviceNotVisible(f"device cuda requested but {framework} sees no GPU: {words} "
+                            f"({provenance.describe_cuda(found, framework)})", found)
 
 
 @dataclasses.dataclass

@@ -32,7 +32,7 @@ import numpy as np
 from jax import lax
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell
+from adbench.backends import Prepared, UnsupportedCell, device_not_visible
 from adbench.timing import split_timer, whole_timer
 
 MODES = ("eager", "jit")
@@ -146,6 +146,22 @@ def gpu_info(device: str) -> dict | None:
     return info
 
 
+def cuda_runtime() -> tuple[str | None, str]:
+    """The CUDA runtime JAX's CUDA plugin loaded (None: the CPU jaxlib); where the plugin
+    cannot say, the CUDA major version its package is built for."""
+    try:  # the CUDA plugin's own versions (private module, absent from the CPU jaxlib)
+        from jax._src.lib import cuda_versions
+        return (str(cuda_versions.cuda_runtime_get_version()),
+                "jax._src.lib.cuda_versions.cuda_runtime_get_version()")
+    except (ImportError, AttributeError, RuntimeError):
+        pass
+    for major in ("13", "12"):
+        plugin = f"jax_cuda{major}_plugin"
+        if importlib.util.find_spec(plugin) is not None:
+            return major, f"the installed {plugin}"
+    return None, "no jax_cuda*_plugin installed"
+
+
 def reset_peak_memory(device: str) -> None:
     """JAX exposes no reset of its peak: the peak covers the whole process (gpu_info says)."""
 
@@ -158,11 +174,23 @@ def peak_memory(device: str) -> int | None:
     return int(peak) if peak is not None else None
 
 
+def _no_gpu_words() -> str:
+    """JAX's own account: asking for the CUDA platform raises why it is absent ("Backend
+    'cuda' failed to initialize: ..." keeps the plugin's error, a driver too old among them)."""
+    try:
+        jax.devices("cuda")
+        words = "jax.devices('gpu') is empty"
+    except RuntimeError as exc:
+        words = f"jax.devices('cuda') raised RuntimeError: {exc}"
+    if not _cuda_plugin_installed():
+        words += " (no jax_cuda*_plugin: this environment has the CPU jaxlib)"
+    return words
+
+
 def _device(device: str):
     if device == "cuda":
         if not _gpus():
-            raise UnsupportedCell("device cuda requested but JAX sees no GPU (this "
-                                  "environment installs the CPU jaxlib)")
+            raise device_not_visible("jax", _no_gpu_words(), *cuda_runtime())
         return _gpus()[0]
     return jax.devices("cpu")[0]
 

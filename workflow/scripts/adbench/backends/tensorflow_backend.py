@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, no_sync
+from adbench.backends import Prepared, UnsupportedCell, device_not_visible, no_sync
 from adbench.timing import split_timer, whole_timer
 
 keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
@@ -117,6 +117,12 @@ def gpu_info(device: str) -> dict | None:
             "cudnn_version": build.get("cudnn_version"),
             "peak_memory_scope": "tf.config.experimental.get_memory_info('GPU:0')['peak'], "
                                  "reset before the timed loop (warm-up included)"}
+
+
+def cuda_runtime() -> tuple[str | None, str]:
+    """The CUDA TensorFlow was built with and loads (None: a CPU build)."""
+    return (tf.sysconfig.get_build_info().get("cuda_version"),
+            "tf.sysconfig.get_build_info()['cuda_version']")
 
 
 def reset_peak_memory(device: str) -> None:
@@ -545,7 +551,12 @@ def _check_supported(workload: spec.Workload, mode: str, device: str, dtype: str
         raise UnsupportedCell(f"tf.nn.ctc_loss with dense labels (ctc_loss_dense) mixes in "
                               f"float32 constants: it cannot run in {dtype}")
     if device == "cuda" and not _gpus():
-        raise UnsupportedCell("device cuda requested but TensorFlow sees no GPU")
+        # TensorFlow says why only in its log (the cell's log: "Cannot dlopen some GPU
+        # libraries", a driver too old, ...); here, what it reports.
+        raise device_not_visible(
+            "tensorflow", "tf.config.list_physical_devices('GPU') is [] "
+            f"(tf.test.is_built_with_cuda() is {tf.test.is_built_with_cuda()}; TensorFlow's "
+            "reasons are in the cell's log)", *cuda_runtime())
     abort = ONEDNN_ABORTS.get((workload.spec.family, workload.task))
     # XLA compiles the batched matmul itself (no TensorFlow oneDNN kernel): it runs.
     if abort and mode != "xla" and device == "cpu" and _onednn_enabled():

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, no_sync
+from adbench.backends import Prepared, UnsupportedCell, device_not_visible, no_sync
 from adbench.timing import split_timer, whole_timer
 
 
@@ -88,6 +88,11 @@ def gpu_info(device: str) -> dict | None:
             "cudnn_version": str(cudnn) if cudnn else None,
             "peak_memory_scope": "torch.cuda.max_memory_allocated (tensors), reset before the "
                            "timed loop (warm-up included)"}
+
+
+def cuda_runtime() -> tuple[str | None, str]:
+    """The CUDA runtime this PyTorch build ships and runs (None: a CPU build)."""
+    return torch.version.cuda, "torch.version.cuda"
 
 
 def reset_peak_memory(device: str) -> None:
@@ -293,8 +298,26 @@ def to_canonical(binds, grads: list[Tensor]) -> list[np.ndarray]:
 # ================================================================ preparation
 def _torch_device(device: str) -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
-        raise UnsupportedCell("device cuda requested but torch.cuda.is_available() is False")
+        raise device_not_visible("torch", _no_gpu_words(), *cuda_runtime())
     return torch.device(device)
+
+
+def _no_gpu_words() -> str:
+    """PyTorch's own account of why it sees no GPU: is_available() only says False (and
+    may warn), torch.cuda.init() raises the reason ("Torch not compiled with CUDA enabled",
+    "The NVIDIA driver on your system is too old (found version ...)", "No CUDA GPUs are
+    available")."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.is_available()
+        try:
+            torch.cuda.init()
+            raised = None
+        except Exception as exc:  # noqa: BLE001 -- its words are the record
+            raised = f"torch.cuda.init() raised {type(exc).__name__}: {exc}"
+    said = [str(w.message) for w in caught]
+    return "; ".join(dict.fromkeys(["torch.cuda.is_available() is False", *said,
+                                    *filter(None, [raised])]))
 
 
 def build(model: spec.ModelSpec, arrays, dev, dtype):
