@@ -296,3 +296,19 @@ def test_a_spec_impossible_cuda_cell_is_unsupported_and_not_retimed(tmp_path):
     assert info["status"] == "unsupported" and "no cuda path" in info["message"]
     assert info["retime"] is None and "autograd" not in info["frameworks_loaded"]
     assert not (tmp_path / "killed.log").exists()
+
+
+def test_a_cuda_stack_that_cannot_be_read_loses_nothing(monkeypatch):
+    """The record of the stack is provenance: an error reading it leaves `cuda` empty, and
+    the cell keeps its own status."""
+    def broken():
+        raise OSError("nvidia-smi hung")
+
+    monkeypatch.setattr(provenance, "gpu_driver", broken)
+
+    class Backend:
+        def cuda_runtime(self):
+            return "12.6", "torch.version.cuda"
+
+    assert cli.cuda_found(Backend(), "cuda", None, {"device_name": "NVIDIA H100"}) is None
+    assert cli.cuda_found(Backend(), "cpu", None, {}) is None

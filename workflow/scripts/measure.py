@@ -140,11 +140,15 @@ def cuda_found(backend, device: str, exc: BaseException | None, info: dict) -> d
         return None
     if isinstance(exc, DeviceNotVisible):
         return exc.cuda
-    runtime, where = (backend.cuda_runtime() if hasattr(backend, "cuda_runtime")
-                      else (None, None))
-    name = info.get("device_name")  # set once prepare ran on the device
-    return provenance.cuda_stack(runtime, where,
-                                 sees_gpu=None if name is None else name != "cpu")
+    try:
+        runtime, where = (backend.cuda_runtime() if hasattr(backend, "cuda_runtime")
+                          else (None, None))
+        name = info.get("device_name")  # set once prepare ran on the device
+        return provenance.cuda_stack(runtime, where,
+                                     sees_gpu=None if name is None else name != "cpu")
+    except Exception as probe:  # noqa: BLE001 -- never lose the cell over its record
+        log(f"could not read the CUDA stack: {type(probe).__name__}: {probe}")
+        return None
 
 
 def cell_of(args: argparse.Namespace) -> spec.Cell:
@@ -258,10 +262,7 @@ def measure(args: argparse.Namespace) -> int:
         phases["gradients_s"] = time.perf_counter() - t
     except Exception as exc:  # recorded in the file: the report says n/a and why
         error = exc
-        try:
-            info["cuda"] = cuda_found(backend, args.device, exc, info)
-        except Exception as probe:  # noqa: BLE001 -- the cell's own error comes first
-            log(f"could not read the CUDA stack: {type(probe).__name__}: {probe}")
+        info["cuda"] = cuda_found(backend, args.device, exc, info)
         status, message, info["retime"] = classify(exc, args.device, info["cuda"])
         log(f"{status}: {message}")
         if status == "failed":
