@@ -91,6 +91,10 @@ def test_the_tiny_config_passes_and_gives_its_cells():
         ({"results": "example-results/cuda-h100/raw"}, "lies inside example-results/"),
         ({"results": "/tmp/elsewhere"}, "'results'"),  # the schema: relative paths only
         ({"results": "../elsewhere"}, "'results'"),
+        ({"cluster": {"gpu_model": "a100:1"}}, "'gpu_model'"),  # the count is the rule's
+        ({"cluster": {"cuda_cpus": 0}}, "'cuda_cpus'"),
+        ({"cluster": {"partition": "gpu"}}, "'partition' was unexpected"),
+        ({"cluster": {"account": ""}}, "'account'"),
     ],
 )
 def test_a_bad_config_is_refused_naming_the_fault(override, named):
@@ -174,3 +178,38 @@ def test_current_environment_names_the_framework_this_python_lacks():
     problems = run_config.current_env_problems("current", cells, "py")
     assert len(problems) == 1 and "cannot import 'mxnet'" in problems[0]
     assert run_config.current_env_problems("venv", cells, "py") == []
+
+
+# ------------------------------------------------------------------ the cluster section
+SITE = {"account": "proj42", "qos": "normal", "cpu_partition": "cpu", "gpu_partition": "gpu",
+        "gpu_model": "a100", "gpu_constraint": "a100_80g", "cuda_cpus": 6}
+
+
+def test_the_cluster_section_routes_a_job_by_its_device():
+    cpu, cuda = (run_config.slurm_resources(SITE, device, 1) for device in ("cpu", "cuda"))
+    assert cpu == {"slurm_partition": "cpu", "slurm_account": "proj42", "qos": "normal"}
+    # a CPU job never gets the GPU model (with gpu=0 it would ask for --gpus=a100:0), nor
+    # the GPU partition's constraint, nor cpus_per_task (its threads are its CPUs)
+    assert cuda == {"slurm_partition": "gpu", "slurm_account": "proj42", "qos": "normal",
+                    "constraint": "a100_80g", "gpu_model": "a100", "cpus_per_task": 6}
+    assert run_config.slurm_resources({**SITE, "gpu_qos": "gpu"}, "cuda")["qos"] == "gpu"
+    assert run_config.slurm_resources({**SITE, "gpu_qos": "gpu"}, "cpu")["qos"] == "normal"
+    assert run_config.cell_gpus("cuda") == 1 and run_config.cell_gpus("cpu") == 0
+
+
+def test_an_unset_key_is_no_resource_so_a_site_default_applies():
+    run = checked(with_fault({}))
+    assert run.config["cluster"] == {"cuda_cpus": 4}  # the schema's default
+    assert run_config.slurm_resources(run.config["cluster"], "cpu", 2) == {}
+    assert run_config.slurm_resources(run.config["cluster"], "cuda", 1) == {"cpus_per_task": 4}
+
+
+def test_a_cuda_job_asks_for_cuda_cpus_cores_and_at_least_its_threads():
+    assert run_config.job_cpus({"cuda_cpus": 4}, "cuda", 1) == 4
+    assert run_config.job_cpus({"cuda_cpus": 4}, "cuda", 8) == 8
+    assert run_config.job_cpus({"cuda_cpus": 4}, "cpu", 2) == 2
+
+
+def test_cluster_values_from_the_command_line_are_read_by_the_schema():
+    run = checked(with_fault({"cluster": {"cuda_cpus": "8", "gpu_partition": "gpu"}}))
+    assert run.config["cluster"] == {"cuda_cpus": 8, "gpu_partition": "gpu"}

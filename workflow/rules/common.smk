@@ -61,6 +61,32 @@ def same_for_every_cell(value_of):
     return values.pop() if len(values) == 1 else value_of
 
 
+# ------------------------------------------------------------------ the cluster
+# The config's `cluster` section as the SLURM plugin's resources (adbench/config.py,
+# slurm_resources; docs/cluster.md): a CPU cell and a reference job get the CPU partition's,
+# a CUDA cell the GPU partition's, its GPU model and cuda_cpus cores. A resource the section
+# does not set is no resource of the rules, so a site profile's default-resources applies.
+CLUSTER = config["cluster"]
+
+
+@functools.cache
+def slurm_resources(device, threads=1):
+    return run_config.slurm_resources(CLUSTER, device, int(threads))
+
+
+def cell_slurm_resources():
+    """rule measure's SLURM resources, each the same for every cell where it can be (see
+    same_for_every_cell); a function that gives None drops the resource for that job (a
+    CPU cell's GPU model)."""
+    names = dict.fromkeys(n for c in CELLS for n in slurm_resources(c.device, c.threads))
+    return {
+        name: same_for_every_cell(
+            lambda cell, name=name: slurm_resources(cell.device, cell.threads).get(name)
+        )
+        for name in names
+    }
+
+
 wildcard_constraints:
     framework="|".join(spec.FRAMEWORKS),
     mode="|".join({m for f in spec.FRAMEWORKS.values() for m in f.modes}),

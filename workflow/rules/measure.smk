@@ -33,17 +33,19 @@ rule measure:
     threads: same_for_every_cell(lambda cell: int(cell.threads))
     # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
     # cluster profile sets no limit (each job is its own allocation; docs/cluster.md).
-    # Budget and memory are resources, not parameters: raising one re-times nothing.
-    # A retry (--retries) asks the scheduler for more memory and time; the budget, part of
-    # the experiment, stays what the config says.
+    # Budget, memory and the cluster's settings are resources, not parameters: changing one
+    # re-times nothing. A retry (--retries) asks the scheduler for more memory and time; the
+    # budget, part of the experiment, stays what the config says. First (unpacked): the
+    # config's `cluster` section by the cell's device (common.smk, cell_slurm_resources).
     resources:
+        **cell_slurm_resources(),
         timing_lock=1,
         # A string: Snakemake's numeric resources are integers, a budget may be 0.5 s.
         budget_s=same_for_every_cell(lambda cell: f"{WORKLOADS.budget_s(cell.model, cell.task):g}"),
         runtime=lambda wc, attempt: WORKLOADS.runtime_min(wc.model, wc.task) * attempt,
         mem_mb=lambda wc, attempt: WORKLOADS.mem_mb(wc.model, wc.task) * attempt,
         # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
-        gpu=same_for_every_cell(lambda cell: int(cell.device == "cuda")),
+        gpu=same_for_every_cell(lambda cell: run_config.cell_gpus(cell.device)),
     params:
         cell=cell_arguments,
     shell:
@@ -64,9 +66,15 @@ rule reference:
         tree("logs/reference/{model}/{derivative}/seed{seed}.log"),
     conda:
         lambda wc: env_file(reference_env(wc))
-    # Heavy (a float64 ResNet50): it never runs beside a timing job either.
+    # Heavy (a float64 ResNet50): it never runs beside a timing job either. On a cluster a
+    # CPU job: the CPU partition's settings of the config's `cluster` section (first); a
+    # memory request as its (model, task)'s cells'.
     resources:
+        **slurm_resources("cpu"),
         timing_lock=1,
+        runtime=lambda wc, attempt: run_config.REFERENCE_RUNTIME_MIN * attempt,
+        mem_mb=lambda wc, attempt: attempt
+        * WORKLOADS.mem_mb(wc.model, reference.REFERENCE_TASK[wc.derivative]),
     params:
         python=lambda wc: env_python(reference_env(wc)),
         data=lambda wc: data_args(wc.model, reference.REFERENCE_TASK[wc.derivative]),

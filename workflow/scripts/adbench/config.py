@@ -231,6 +231,41 @@ def workload_problems(grids: list[dict], cells: list, workloads: Workloads,
     return list(dict.fromkeys(problems))
 
 
+# ------------------------------------------------------------------ the cluster
+# Minutes a reference job may run (rule reference's runtime: a float64 ResNet50 Jacobian).
+REFERENCE_RUNTIME_MIN = 60
+
+
+def slurm_resources(cluster: dict, device: str, threads: int = 1) -> dict:
+    """The resources of snakemake-executor-plugin-slurm that the config's `cluster` section
+    gives a job on `device`: 'cpu' for a CPU cell or a reference job, 'cuda' for a CUDA cell
+    (its one GPU, `gpu`, is rule measure's own). Only what the section sets: a key it
+    leaves out is not a resource of the rule, so the plugin's default or a site profile's
+    `default-resources` applies. A CPU job never gets a GPU model (with gpu=0 it would
+    become --gpus=<model>:0); a CUDA cell asks for `cuda_cpus` cores, at least its threads."""
+    cuda = device == "cuda"
+    resources = {
+        "slurm_partition": cluster.get("gpu_partition" if cuda else "cpu_partition"),
+        "slurm_account": cluster.get("account"),
+        "qos": cluster.get("gpu_qos", cluster.get("qos")) if cuda else cluster.get("qos"),
+        "constraint": cluster.get("gpu_constraint" if cuda else "cpu_constraint"),
+    }
+    if cuda:
+        resources["gpu_model"] = cluster.get("gpu_model")
+        resources["cpus_per_task"] = max(int(cluster["cuda_cpus"]), int(threads))
+    return {name: value for name, value in resources.items() if value is not None}
+
+
+def cell_gpus(device: str) -> int:
+    """GPUs a timing job asks for (rule measure's gpu: SLURM's --gpus): one for a CUDA cell."""
+    return int(device == "cuda")
+
+
+def job_cpus(cluster: dict, device: str, threads: int) -> int:
+    """The CPU cores a timing job asks for: its threads, or cuda_cpus for a CUDA cell."""
+    return slurm_resources(cluster, device, threads).get("cpus_per_task", int(threads))
+
+
 # ------------------------------------------------------------------ environments
 def environment_mode(setting: str, conda_enabled: bool) -> str:
     """auto -> conda under --sdm conda, else venvs built by the pipeline."""
