@@ -1,19 +1,28 @@
 """Cluster tier: the workflow submitted through profiles/slurm to a real SLURM on localhost.
 
 tests/slurm/localhost.sh starts slurmctld, slurmd and munged from Debian's packages (./setup.sh
---test installs them, as root) with one GPU declared for scheduling only (a gres backed by
-/dev/null: it proves the request and the scheduling, not CUDA). One run of a small config
-covers: every cell a SLURM job (its id in the Parquet provenance), the tables and the PDF built
-on the submit host, a cuda cell asking for a GPU and ending `unsupported` (no CUDA here),
-CPU cells asking for none, and a cell that fails recorded `failed` with its log while the rest
-run. A second run has one of its jobs cancelled by SLURM mid-cell: that job alone fails, with
-SLURM's log, the rest finish (--keep-going), and the next run re-submits it alone. The daemons
-are stopped by PID afterwards, also when a test fails.
+--test installs them, as root): one node in two partitions, `cpu` and `gpu`, with one GPU
+declared for scheduling only (a gres gpu:fake:1 backed by /dev/null: it proves the request and
+the scheduling, not CUDA). tests/slurm/profile is that cluster's site profile, passed with
+--profile as a user passes theirs (profiles/slurm/site-example). One run of a small mixed
+config covers: every cell a SLURM job (its id in the Parquet provenance), the tables and the
+PDF built on the submit host; every submitted job (timing and reference) with the site's
+settings, by device: CPU jobs in `cpu` asking for no GPU, the CUDA cell in `gpu` asking for one
+GPU of the site's model, its constraint and its cores, the account, the QoS and a key of the
+site's own default-resources on every job; and a cell that fails recorded `failed` with its
+log while the rest run. What SLURM recorded is read with `scontrol show job` (no accounting
+database here, so no sacct); the QoS, which SLURM drops without one, from the sbatch calls
+themselves (an `sbatch` first on PATH records each call and passes it on). A second run has
+one of its jobs cancelled by SLURM mid-cell: that job alone fails, with SLURM's log, the rest
+finish (--keep-going), and the next run re-submits it alone. The daemons are stopped by PID
+afterwards, also when a test fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -39,7 +48,7 @@ CONFIG = {
     "grid": [
         {"frameworks": {"torch": ["eager", "script"]}, "models": ["mlp512"],
          "tasks": ["backward"], "seeds": [0, 1]},
-        # No CUDA here: the cell asks SLURM for the fake GPU and records `unsupported`.
+        # No CUDA here: the cell asks SLURM for the fake GPU and its framework sees none.
         {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "tasks": ["backward"],
          "devices": ["cuda"], "seeds": [0]},
         # Asks for 2 threads; the run grants measure jobs 1 (--set-threads): it fails.
@@ -48,9 +57,20 @@ CONFIG = {
     ],
     "workload": {"warmup": 2, "iterations": 10, "models": {"mlp512": {"n_samples": 1280}}},
 }
-# Poll every 2 s instead of the profile's production intervals (the run takes a minute).
-FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2",
-                "--seconds-between-status-checks", "2", "--latency-wait", "5"]
+# The cluster's site profile (tests/slurm/profile/config.yaml: its partitions, GPU model,
+# account, QoS, constraint and polling); outputs show up at once on one machine.
+SITE = ["--profile", "tests/slurm/profile", "--latency-wait", "5"]
+SITE_CLUSTER = yaml.safe_load((REPO / "tests" / "slurm" / "profile" / "config.yaml")
+                              .read_text())["config"]["cluster"]
+# Records each sbatch call (arguments and the job id SLURM returns) and passes it on.
+SBATCH_SHIM = """#!{python}
+import json, os, subprocess, sys
+done = subprocess.run([{sbatch!r}, *sys.argv[1:]], stdout=subprocess.PIPE, text=True)
+with open(os.environ["ADBENCH_SBATCH_CALLS"], "a") as calls:
+    calls.write(json.dumps({{"job_id": done.stdout.strip(), "args": sys.argv[1:]}}) + "\\n")
+sys.stdout.write(done.stdout)
+sys.exit(done.returncode)
+"""
 
 
 def cluster(command: str) -> subprocess.CompletedProcess:
@@ -90,18 +110,32 @@ def slurm():
         assert not configs, f"left behind after stop: {configs}"
 
 
+def recording_sbatch(folder: Path) -> dict:
+    """An environment whose `sbatch` records its calls in folder/sbatch.jsonl."""
+    (folder / "bin").mkdir()
+    shim = folder / "bin" / "sbatch"
+    shim.write_text(SBATCH_SHIM.format(python=sys.executable, sbatch=shutil.which("sbatch")))
+    shim.chmod(0o755)
+    return {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+            "ADBENCH_SBATCH_CALLS": str(folder / "sbatch.jsonl")}
+
+
 @pytest.fixture(scope="module")
 def run(slurm, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("slurm-checkout")
     pipeline_cost.fresh_copy(workdir, cold=True)
     (workdir / "slurm.yaml").write_text(yaml.safe_dump(CONFIG))
+    env = recording_sbatch(tmp_path_factory.mktemp("sbatch"))
     cmd = ["timeout", "-k", "30", "900", sys.executable, "-m", "snakemake",
            "--workflow-profile", "profiles/slurm", "--configfile", "slurm.yaml",
-           *FAST_POLLING, "--set-threads", "measure=1"]
-    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1000)
+           *SITE, "--set-threads", "measure=1"]
+    result = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=1000,
+                            env=env)
     log = f"$ {' '.join(cmd)}\n{result.stdout}\n{result.stderr}"
     assert result.returncode == 0, log[-8000:]
-    return workdir, log
+    calls = [json.loads(line) for line in
+             Path(env["ADBENCH_SBATCH_CALLS"]).read_text().splitlines()]
+    return workdir, log, calls
 
 
 def cells_of(workdir: Path) -> pd.DataFrame:
@@ -114,7 +148,7 @@ def provenance(workdir: Path) -> list[dict]:
 
 
 def test_every_cell_ran_as_a_slurm_job_and_the_paper_was_built(run):
-    workdir, log = run
+    workdir, log, _ = run
     infos = provenance(workdir)
     assert len(infos) == 6, log[-8000:]
     job_ids = [info["allocation"]["job_id"] for info in infos]
@@ -126,29 +160,56 @@ def test_every_cell_ran_as_a_slurm_job_and_the_paper_was_built(run):
     assert "localrule aggregate:" in log and "localrule paper:" in log, log[-3000:]
 
 
-def scontrol(job_id: str) -> str:
-    return subprocess.run(["scontrol", "show", "job", str(job_id)], capture_output=True,
-                          text=True, timeout=30).stdout
+def scontrol(job_id: str) -> dict[str, str]:
+    """What SLURM recorded of a job (it keeps a finished one MinJobAge, 600 s): KEY=VALUE."""
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], capture_output=True,
+                         text=True, timeout=30).stdout
+    return dict(item.split("=", 1) for item in out.split() if "=" in item)
 
 
-def test_a_cuda_cell_asks_for_a_gpu_and_without_cuda_ends_unsupported(run):
-    workdir, log = run
-    by_device = {}
-    for info in provenance(workdir):
-        by_device.setdefault(info["cell"]["device"], []).append(info)
-    (cuda,) = by_device["cuda"]
-    assert cuda["status"] == "unsupported" and "cuda" in cuda["message"], cuda["message"]
-    # SLURM keeps a finished job MinJobAge (600 s) seconds: its request is still on record
-    assert "gres:gpu:1" in scontrol(cuda["allocation"]["job_id"]), log
-    assert cuda["allocation"]["gpus"], cuda["allocation"]  # the job was given the fake GPU
-    for info in by_device["cpu"]:
-        assert "gres:gpu" not in scontrol(info["allocation"]["job_id"])
+def options(args: list[str]) -> list[str]:
+    """An sbatch call's options, without --wrap's command (the job's own snakemake line)."""
+    return [a for a in args if not a.startswith("--wrap")]
+
+
+def test_every_job_carries_the_sites_settings_by_device(run):
+    workdir, log, calls = run
+    jobs = {}
+    for call in calls:
+        args = options(call["args"])
+        comment = args[args.index("--comment") + 1]
+        jobs[call["job_id"]] = (comment, args, scontrol(call["job_id"]))
+    rules = sorted(comment.split("_wildcards_")[0] for comment, _, _ in jobs.values())
+    # 6 cells, 2 references (mlp512's gradients, seeds 0 and 1): nothing else submitted
+    assert rules == ["rule_measure"] * 6 + ["rule_reference"] * 2, (rules, log[-3000:])
+    for job_id, (comment, args, job) in jobs.items():
+        cuda = comment.startswith("rule_measure_wildcards_cuda_")
+        # by device: the partition, the GPU (of the site's model) and the constraint
+        assert job["Partition"] == ("gpu" if cuda else "cpu"), (comment, job)
+        if cuda:
+            assert job.get("TresPerJob") == f"gres:gpu:{SITE_CLUSTER['gpu_model']}:1", job
+            assert job["Features"] == SITE_CLUSTER["gpu_constraint"], job
+            # cuda_cpus cores, though the run grants the cell's 1 thread (--set-threads)
+            assert job["NumCPUs"] == str(SITE_CLUSTER["cuda_cpus"]), job
+        else:
+            assert "gpu" not in job.get("TresPerJob", ""), (comment, job)
+            assert not any(a.startswith(("--gpus", "--gres")) for a in args), args
+            assert job["Features"] == "(null)", job
+        # every job: the account (recorded, not validated: no accounting database here)...
+        assert job["Account"] == SITE_CLUSTER["account"], job
+        # ... the QoS (SLURM drops a QoS without an accounting database: its sbatch call)
+        assert f"--qos={SITE_CLUSTER['qos']}" in args, args
+        # ... and the site's own default-resources key (slurm_extra: --nice=7)
+        assert "--nice=7" in args and job["Nice"] == "7", (args, job)
+    # the CUDA cell was given the (fake) GPU; its status is its framework's business
+    infos = {info["cell"]["device"]: info for info in provenance(workdir)}
+    assert infos["cuda"]["allocation"]["gpus"], infos["cuda"]["allocation"]
 
 
 def test_a_failed_cell_is_recorded_with_its_log_and_the_rest_ran(run):
-    workdir, _ = run
+    workdir, _, _ = run
     cells = cells_of(workdir)
-    failed = cells[cells["status"] == "failed"]
+    failed = cells[(cells["status"] == "failed") & (cells["device"] == "cpu")]
     assert list(failed["threads"]) == [2]
     log = workdir / failed["log"].iloc[0]
     assert log.exists() and "core" in failed["message"].iloc[0]
@@ -185,7 +246,7 @@ def lost_job(slurm, tmp_path_factory):
     pipeline_cost.fresh_copy(workdir, cold=True)
     (workdir / "lost.yaml").write_text(yaml.safe_dump(LOST_CONFIG))
     cmd = [sys.executable, "-m", "snakemake", "--workflow-profile", "profiles/slurm",
-           "--configfile", "lost.yaml", *FAST_POLLING]
+           "--configfile", "lost.yaml", *SITE]
     job = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
     cancelled, deadline = None, time.monotonic() + 600

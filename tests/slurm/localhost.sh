@@ -13,7 +13,9 @@
 # `scontrol show config` when it is imported, and scontrol retries the controller.
 #
 # The node advertises one GPU for scheduling only (gres gpu:fake:1 backed by /dev/null): it
-# proves that a job asks for a GPU and is scheduled with one, not that CUDA works.
+# proves that a job asks for a GPU and is scheduled with one, not that CUDA works. It is in
+# two partitions, as a site's CPU and GPU nodes would be: `cpu` (the default) and `gpu`; its
+# feature `adbench` lets a job's --constraint be checked.
 set -euo pipefail
 PIDFILES="/run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid"
 CONFIGS="/etc/slurm/slurm.conf /etc/slurm/gres.conf"
@@ -29,9 +31,10 @@ write_config() {
   node_hardware=$(sed -e 's/^NodeName=[^ ]* //' -e 's/ *RealMemory=[0-9]*//' <<<"$hardware")
   printf '%s\nNodeName=%s Name=gpu Type=fake File=/dev/null\n' "$MARK" "$host" \
     > /etc/slurm/gres.conf
-  # No accounting database: job states come from squeue (profiles/slurm), which forgets a job
-  # MinJobAge seconds after it ends, so keep that long. 95% of the memory slurmd measures, so
-  # the node is never drained for reporting less than configured.
+  # No accounting database: job states come from squeue (tests/slurm/profile), which forgets
+  # a job MinJobAge seconds after it ends; the tests read finished jobs' requests with
+  # scontrol, so keep them that long. 95% of the memory slurmd measures, so the node is never
+  # drained for reporting less than configured.
   cat > /etc/slurm/slurm.conf <<EOF
 ${MARK}
 ClusterName=adbench-test
@@ -58,8 +61,9 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 GresTypes=gpu
-NodeName=${host} NodeAddr=127.0.0.1 ${node_hardware} RealMemory=$(( memory * 95 / 100 )) Gres=gpu:fake:1 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+NodeName=${host} NodeAddr=127.0.0.1 ${node_hardware} RealMemory=$(( memory * 95 / 100 )) Gres=gpu:fake:1 Features=adbench State=UNKNOWN
+PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP
 EOF
 }
 
@@ -87,7 +91,7 @@ start() {
   alive /run/slurmctld.pid || /usr/sbin/slurmctld
   wait_for "slurmctld" "scontrol ping 2>/dev/null | grep -q UP"
   alive /run/slurmd.pid || /usr/sbin/slurmd
-  wait_for "the node to be idle" "[ \"\$(sinfo -h -n $(hostname -s) -o %t)\" = idle ]"
+  wait_for "the node to be idle" "[ \"\$(sinfo -h -p cpu -n $(hostname -s) -o %t)\" = idle ]"
   sinfo -o "%P %a %D %t %N %c %m %G" >&2
 }
 
