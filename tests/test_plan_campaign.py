@@ -1,0 +1,110 @@
+"""workflow/scripts/plan_campaign.py: the SLURM jobs a config becomes and what they ask for,
+on fabricated configs whose counts and hours are worked out by hand below."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+import plan_campaign  # noqa: E402
+
+# torch on both devices, 2 modes x 2 thread counts x 2 seeds each: 8 CPU cells, 8 CUDA cells,
+# budget 120 s -> walltime ceil(120/60) + 1 = 3 min. jax jit on CUDA, one cell of a model
+# whose budget stays the config's 600 s -> 11 min. References: mlp512's gradients for seeds
+# 0 and 1, cnn's Jacobian for seed 0: 3 jobs of 60 min on 1 CPU.
+CONFIG = {
+    "environments": "venv",
+    "grid": [
+        {"frameworks": {"torch": ["eager", "script"]}, "models": ["mlp512"],
+         "devices": ["cpu", "cuda"], "threads": [1, 2], "seeds": [0, 1]},
+        {"frameworks": {"jax": ["jit"]}, "models": ["cnn"], "tasks": ["jacobian_rows"],
+         "devices": ["cuda"], "seeds": [0]},
+    ],
+    "workload": {"budget_s": 600, "models": {"mlp512": {"budget_s": 120}}},
+}
+SITE = {"config": {"cluster": {"account": "proj42", "cpu_partition": "c", "gpu_partition": "g",
+                               "gpu_model": "h100", "cuda_cpus": 3}}}
+
+
+def plan(tmp_path: Path, config: dict, site: dict | None = None, entries=None):
+    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(config))
+    profile = None
+    if site is not None:
+        (tmp_path / "site").mkdir()
+        (tmp_path / "site" / "config.yaml").write_text(yaml.safe_dump(site))
+        profile = str(tmp_path / "site")
+    run = plan_campaign.load_run([str(tmp_path / "campaign.yaml")], profile, entries,
+                                 working_dir=tmp_path)
+    return run, plan_campaign.slurm_jobs(run)
+
+
+def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
+    run, jobs = plan(tmp_path, CONFIG)
+    assert len(run.cells) == 17
+    by = {}
+    for job in jobs:
+        by.setdefault((job.rule, job.framework, job.device), []).append(job)
+    assert {k: len(v) for k, v in by.items()} == {
+        ("measure", "torch", "cpu"): 8, ("measure", "torch", "cuda"): 8,
+        ("measure", "jax", "cuda"): 1, ("reference", "reference", "cpu"): 3}
+    assert {j.runtime_min for j in by[("measure", "torch", "cpu")]} == {3}
+    assert [j.runtime_min for j in by[("measure", "jax", "cuda")]] == [11]
+    assert {j.runtime_min for j in by[("reference", "reference", "cpu")]} == {60}
+    # No site: no partition, any GPU; a CUDA cell asks for the default 4 cores, a CPU cell
+    # for its threads.
+    assert {j.partition for j in jobs} == {None}
+    assert {j.cpus for j in by[("measure", "torch", "cuda")]} == {4}
+    assert sorted(j.cpus for j in by[("measure", "torch", "cpu")]) == [1] * 4 + [2] * 4
+    assert {j.gpus for j in by[("measure", "torch", "cpu")]} == {0}
+    assert {j.gpus for j in by[("measure", "jax", "cuda")]} == {1}
+    # GPU-h: 8 x 3 min + 1 x 11 min = 35 min. CPU-h: CPU cells (4x1 + 4x2) x 3 = 36 min,
+    # CUDA cells 9 x 4 cores: 8 x 3 + 1 x 11 = 35 min x 4 = 140 min, references 180 min.
+    assert sum(j.gpu_hours for j in jobs) == pytest.approx(35 / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 140 + 180) / 60)
+
+
+def test_the_site_profile_routes_jobs_by_device(tmp_path):
+    _, jobs = plan(tmp_path, CONFIG, SITE)
+    cuda = [j for j in jobs if j.device == "cuda"]
+    cpu = [j for j in jobs if j.device == "cpu"]
+    assert {(j.partition, j.gpu_model, j.gpus) for j in cuda} == {("g", "h100", 1)}
+    assert {(j.partition, j.gpu_model, j.gpus) for j in cpu} == {("c", None, 0)}
+    # cuda_cpus 3, at least the cell's threads (2): 3 cores each, 35 min -> 105 min
+    assert {j.cpus for j in cuda} == {3}
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 105 + 180) / 60)
+
+
+def test_command_line_config_replaces_the_profiles_as_snakemake_does(tmp_path):
+    _, jobs = plan(tmp_path, CONFIG, SITE, ["cluster={gpu_partition: other}"])
+    assert {j.partition for j in jobs if j.device == "cuda"} == {"other"}
+    assert {j.partition for j in jobs if j.device == "cpu"} == {None}  # the profile's: gone
+
+
+def test_the_report_prints_the_counts_and_hours(tmp_path, capsys):
+    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(CONFIG))
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "config.yaml").write_text(yaml.safe_dump(SITE))
+    assert plan_campaign.main(["--configfile", str(tmp_path / "campaign.yaml"),
+                               "--profile", str(tmp_path / "site")]) == 0
+    out = capsys.readouterr().out
+    assert "20 SLURM jobs" in out and "17 timing jobs" in out and "3 reference jobs" in out
+    rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in out.splitlines()
+            if line.split()[:1] and line.split()[0] in ("torch", "jax", "(reference)")}
+    assert rows["torch cpu"][2:5] == ["8", "8", "c"]
+    assert "1 GPU (h100), 3 CPUs" in " ".join(rows["torch cuda"])
+    assert rows["jax cuda"][-4:-2] == ["11", "min"]
+    total = next(line.split() for line in out.splitlines() if line.startswith("total"))
+    assert total[1:] == ["17", "20", f"{35 / 60:.1f}", f"{(36 + 105 + 180) / 60:.1f}"]
+    assert "16 jobs x 3 min, 1 job x 11 min, 3 jobs x 60 min" in out
+
+
+def test_a_bad_config_is_named_not_planned(tmp_path, capsys):
+    bad = {**CONFIG, "cluster": {"gpu_model": "a100:1"}}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    assert plan_campaign.main(["--configfile", str(tmp_path / "bad.yaml")]) == 2
+    assert "gpu_model" in capsys.readouterr().err
