@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import figures  # noqa: E402
+from matplotlib.container import ErrorbarContainer  # noqa: E402
 from adbench import stats  # noqa: E402
 from test_tables import fake_iterations_and_cells  # noqa: E402
 
@@ -70,14 +71,75 @@ def test_jacobian_figure_without_jacobian_cells_says_so():
     assert "No output-Jacobian" in fig.axes[0].texts[0].get_text()
 
 
-def test_frameworks_figure_has_a_bar_per_mode_and_first_step_ticks():
+def aggregate():
     iterations, cells = fake_iterations_and_cells()
-    summary = stats.across_seeds(stats.trial_stats(iterations))
-    fig = figures.plot_frameworks(summary, cells)
+    ok = stats.rows_of_ok_cells(iterations, cells)
+    summary = stats.across_seeds(stats.trial_stats(ok))
+    found = stats.replicates_by_condition(stats.bootstrap_replicates(ok, 100), "mean")
+    return iterations, cells, summary, found
+
+
+def series_drawn(fig) -> set[str]:
+    """The labels of every series any panel drew (points, lines)."""
+    return {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
+
+
+def legend_labels(fig) -> set[str]:
+    assert len(fig.legends) == 1  # one legend for the figure
+    return {t.get_text() for t in fig.legends[0].get_texts()}
+
+
+def overlapping_ticks(fig) -> list[tuple[str, str]]:
+    """Pairs of tick labels of one axis whose drawn boxes overlap (Agg renderer)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in labels if t.get_text()]
+            found += [(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1 :]
+                      if box.overlaps(other)]
+    return found
+
+
+def bars_on_log_axes(fig) -> int:
+    return sum(len(ax.patches) for ax in fig.axes
+               if "log" in (ax.get_xscale(), ax.get_yscale()))
+
+
+def intervals_drawn(fig) -> int:
+    return sum(1 for ax in fig.axes for c in ax.containers
+               if isinstance(c, ErrorbarContainer) and c.has_xerr + c.has_yerr)
+
+
+def test_the_jacobian_figure_says_what_it_shows():
+    _, cells, summary, found = aggregate()
+    fig = figures.plot_jacobians(summary, cells, found)
+    assert legend_labels(fig) == series_drawn(fig)  # every series named, none missing
+    assert overlapping_ticks(fig) == [] and bars_on_log_axes(fig) == 0
+    ok = cells[(cells["status"] == "ok") & cells["task"].isin(figures.jacobian_tasks())]
+    conditions = ok[list(stats.CONDITION_FIELDS)].drop_duplicates()
+    assert intervals_drawn(fig) == len(conditions)  # every ok condition with its interval
+    assert "process" in fig._suptitle.get_text() and "cpu" in fig._suptitle.get_text()
+
+
+def test_the_frameworks_figure_says_what_it_shows():
+    _, cells, summary, found = aggregate()
+    fig = figures.plot_frameworks(summary, cells, found)
+    assert legend_labels(fig) == series_drawn(fig) == {"mean step", "time to first step"}
+    assert overlapping_ticks(fig) == [] and bars_on_log_axes(fig) == 0
     ax = fig.axes[0]  # mlp512: every mode measured on both seeds
     n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
-    assert len(ax.patches) == n_modes and len(ax.get_yticklabels()) == n_modes
-    assert len(ax.lines) == n_modes  # one time-to-first-step tick per mode
+    assert len(ax.get_yticklabels()) == n_modes
+    assert sum(isinstance(c, ErrorbarContainer) for c in ax.containers) == n_modes
+    assert intervals_drawn(fig) > 0
+
+
+def test_the_first_iterations_figure_has_one_legend_outside_its_panels():
+    iterations, *_ = aggregate()
+    fig = figures.plot(iterations, 5)
+    assert "warm-up" in legend_labels(fig) and not any(ax.get_legend() for ax in fig.axes)
+    assert overlapping_ticks(fig) == []
 
 
 def test_frameworks_figure_without_cells_says_so():

@@ -9,6 +9,7 @@ rule figures:
         iterations=tree("aggregate/iterations.parquet"),
         summary=tree("aggregate/summary.parquet"),
         cells=tree("aggregate/cells.parquet"),
+        bootstrap=tree("aggregate/bootstrap.parquet"),
         code=code("figures.py"),
     output:
         **reported_figures(),
@@ -19,10 +20,11 @@ rule figures:
     params:
         python=env_python(spec.ANALYSIS_ENV),
         first=config["figures"]["first_iterations"],
+        confidence=config["statistics"]["confidence"],
     shell:
         "{params.python} {input.code[0]} --iterations {input.iterations} "
         "--first {params.first} --out {output.first_iterations_pdf} "
         "--out {output.first_iterations_png} --summary {input.summary} --cells {input.cells} "
         "--jacobians-out {output.jacobians_pdf} --jacobians-out {output.jacobians_png} "
         "--frameworks-out {output.frameworks_pdf} --frameworks-out {output.frameworks_png} "
-        "> {log} 2>&1"
+        "--bootstrap {input.bootstrap} --confidence {params.confidence} > {log} 2>&1"

@@ -12,12 +12,17 @@ warm-up shaded.  Which models and tasks: those of the first table of spec.TABLES
 data (the study's MLP backward passes when present), so the panels stay legible however large
 the grid; everything present when no table matches.
 
-Jacobians: one panel per model with output-Jacobian cells, log-scale bars of the mean step time
-per task and (framework, mode), n/a where a cell did not complete.
+Jacobians: one panel per model with output-Jacobian cells: per task and (framework, mode) a
+point at the mean step time with its bootstrap interval (--bootstrap), log scale, n/a where a
+cell did not complete.
 
 Frameworks: for the first table of spec.TABLES with a time-to-first-step column (every
-framework and mode on the MLPs and the RNN cell), one panel per model: a bar per
-(framework, mode) of its mean step and a marker at its time to first step, log scale.
+framework and mode on the MLPs and the RNN cell), one panel per model: per (framework, mode)
+a point at its mean step with its interval and a tick at its time to first step, log scale.
+
+Every figure has one legend of the series it drew, below its panels, and says its device,
+threads and processes.  Times on log axes are points, never bars (a bar's length on a log
+axis depends on where the axis starts).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 
 import matplotlib
 
@@ -37,11 +43,76 @@ from matplotlib.patches import Patch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import formatting as fmt  # noqa: E402
-from adbench import selection  # noqa: E402
-from adbench import tables  # noqa: E402
+from adbench import inference, selection, stats, tables  # noqa: E402
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS  # noqa: E402
 
 MS = fmt.unit_scale("ms")  # the figures draw milliseconds
+NO_INTERVALS = stats.Replicates({})
+
+
+# ----------------------------------------------------------------------------- shared drawing
+def interval_ms(found: stats.Replicates, r, confidence: float) -> tuple[float, float, float]:
+    """A summary row's mean step in ms and its bootstrap interval over the condition's
+    processes (widened for their number); the interval is NaN without replicates."""
+    key = (*(r[k] for k in stats.CONDITION_FIELDS), "step_s")
+    if key not in found:
+        return r["mean_s"] * MS, float("nan"), float("nan")
+    point, reps = found[key]
+    n = len(found.processes[key])
+    i = inference.percentile_interval(
+        point, inference.expanded(point, reps, n, confidence, log=True), confidence, n
+    )
+    return point * MS, i.low * MS, i.high * MS
+
+
+def draw_point(ax, at: float, value: float, low: float, high: float, colour, label, across=False):
+    """A point with its interval as error bars (no interval: the point alone)."""
+    error = None if pd.isna(low) else [[value - low], [high - value]]
+    kwargs = {"xerr": error} if across else {"yerr": error}
+    x, y = (value, at) if across else (at, value)
+    ax.errorbar(x, y, fmt="o", ms=4, capsize=2, color=colour, label=label, **kwargs)
+
+
+def figure_legend(fig, axes, extra=()) -> None:
+    """One legend for the figure, below its panels: every series drawn in any panel, once."""
+    found = dict(extra)
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            found.setdefault(label, handle)
+    if found:
+        fig.legend(
+            list(found.values()),
+            list(found),
+            loc="lower center",
+            ncol=min(4, len(found)),
+            fontsize=7,
+            bbox_to_anchor=(0.5, 0),
+        )
+
+
+def legend_rows(fig) -> float:
+    """The share of the figure's height its legend's rows take."""
+    legend = fig.legends[0] if fig.legends else None
+    rows = 0 if legend is None else -(-len(legend.get_texts()) // legend._ncols)
+    return min(0.4, 0.35 * rows / fig.get_figheight())
+
+
+def processes_text(cells: pd.DataFrame | None) -> str:
+    """'1 process per cell', '1-2 processes per cell': the seeds behind the figure's cells."""
+    if cells is None or cells.empty:
+        return ""
+    ok = cells[cells["status"] == "ok"] if "status" in cells else cells
+    counts = ok.groupby(list(stats.CONDITION_FIELDS), observed=True)["seed"].nunique()
+    if counts.empty:
+        return ""
+    low, high = int(counts.min()), int(counts.max())
+    span = str(low) if low == high else f"{low}-{high}"
+    return f", {span} process{'' if span == '1' else 'es'} per cell"
+
+
+def task_tick(task: str) -> str:
+    """A task's label wrapped to fit beside its neighbours under a narrow panel."""
+    return textwrap.fill(TASKS[task].label, 12)
 
 
 # ----------------------------------------------------------------------------- selection rules
@@ -124,11 +195,11 @@ def plot(iterations: pd.DataFrame, first: int):
         Line2D([], [], color=colour, marker=".", lw=1, label=line_label(m, t, several_tasks))
         for (m, t), colour in colours.items()
     ]
-    axes.flat[0].legend(handles=handles, fontsize=7)
+    figure_legend(fig, [], extra=[(h.get_label(), h) for h in handles])
     fig.suptitle(
         f"First {first} iterations, seed {seed}, {fmt.block(device, threads)}", fontsize=9
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
     return fig
 
 
@@ -152,7 +223,12 @@ def jacobian_data(summary: pd.DataFrame, cells: pd.DataFrame | None):
     return keep(steps), keep(wanted), (device, threads)
 
 
-def plot_jacobians(summary: pd.DataFrame, cells: pd.DataFrame | None):
+def plot_jacobians(
+    summary: pd.DataFrame,
+    cells: pd.DataFrame | None,
+    found: stats.Replicates = NO_INTERVALS,
+    confidence: float = 0.95,
+):
     steps, wanted, condition = jacobian_data(summary, cells)
     models = [m for m in MODELS if m in set(wanted["model"])]
     if not models:
@@ -166,28 +242,33 @@ def plot_jacobians(summary: pd.DataFrame, cells: pd.DataFrame | None):
     for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
-        jacobian_panel(ax, model, steps, wanted, pairs)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(pairs)), fontsize=7)
+        jacobian_panel(ax, model, steps, wanted, pairs, found, confidence)
+    figure_legend(fig, axes.flat)
     device, threads = condition
-    fig.suptitle(f"Output Jacobians: mean step time, {fmt.block(device, threads)}", fontsize=9)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.suptitle(
+        f"Output Jacobians: mean step time, {fmt.block(device, threads)}"
+        f"{processes_text(wanted)}; n/a: not measured",
+        fontsize=9,
+    )
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
     return fig
 
 
-def jacobian_panel(ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pairs) -> None:
+def jacobian_panel(
+    ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pairs, found, confidence
+) -> None:
     tasks = [t for t in jacobian_tasks() if t in set(wanted.loc[wanted["model"] == model, "task"])]
     width = 0.8 / len(pairs)
     for i, (framework, mode) in enumerate(pairs):
         for j, task in enumerate(tasks):
             x = j - 0.4 + width * (i + 0.5)
-            found = steps[
+            row = steps[
                 (steps["model"] == model)
                 & (steps["task"] == task)
                 & (steps["framework"] == framework)
                 & (steps["mode"] == mode)
             ]
-            if found.empty:
+            if row.empty:
                 ran = wanted[
                     (wanted["model"] == model)
                     & (wanted["task"] == task)
@@ -206,21 +287,19 @@ def jacobian_panel(ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pa
                         transform=ax.get_xaxis_transform(),
                     )
                 continue
-            r = found.iloc[0]
-            info = FRAMEWORKS[framework]
-            ax.bar(
+            draw_point(
+                ax,
                 x,
-                r["mean_s"],
-                width,
-                yerr=r["mean_sd_s"] if pd.notna(r["mean_sd_s"]) else None,
-                color=f"C{i}",
-                label=f"{info.label} {info.modes[mode].label}" if j == 0 else None,
+                *interval_ms(found, row.iloc[0], confidence),
+                colour=f"C{i}",
+                label=tables.column_label(framework, mode),
             )
     ax.set_xticks(range(len(tasks)))
-    ax.set_xticklabels([TASKS[t].label for t in tasks], fontsize=7)
+    ax.set_xticklabels([task_tick(t) for t in tasks], fontsize=7)
+    ax.set_xlim(-0.5, len(tasks) - 0.5)
     ax.set_yscale("log")
     ax.set_title(MODELS[model].label, fontsize=9)
-    ax.set_ylabel("step (s)", fontsize=8)
+    ax.set_ylabel("step (ms)", fontsize=8)
 
 
 # ----------------------------------------------------------------------------- frameworks
@@ -246,7 +325,12 @@ def frameworks_data(summary: pd.DataFrame, cells: pd.DataFrame):
     return steps, mine, (device, threads)
 
 
-def plot_frameworks(summary: pd.DataFrame, cells: pd.DataFrame):
+def plot_frameworks(
+    summary: pd.DataFrame,
+    cells: pd.DataFrame,
+    found: stats.Replicates = NO_INTERVALS,
+    confidence: float = 0.95,
+):
     steps, mine, condition = frameworks_data(summary, cells)
     models = [m for m in frameworks_table().models if m in set(mine["model"])]
     if not models:
@@ -264,34 +348,30 @@ def plot_frameworks(summary: pd.DataFrame, cells: pd.DataFrame):
     for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
-        frameworks_panel(ax, model, steps, mine, pairs)
-    axes.flat[0].legend(fontsize=7, loc="lower right")
+        frameworks_panel(ax, model, steps, mine, pairs, found, confidence)
+    figure_legend(fig, axes.flat)
     device, threads = condition
     fig.suptitle(
-        "Every framework and mode: step and time to first step, " + fmt.block(device, threads),
+        "Every framework and mode: step and time to first step, "
+        f"{fmt.block(device, threads)}{processes_text(mine)}; n/a: not measured",
         fontsize=9,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
     return fig
 
 
-def frameworks_panel(ax, model: str, steps, mine, pairs) -> None:
+def frameworks_panel(ax, model: str, steps, mine, pairs, found, confidence) -> None:
     ok = mine[(mine["model"] == model) & (mine["status"] == "ok")]
     for y, (framework, mode) in enumerate(pairs):
-        found = steps[
+        row = steps[
             (steps["model"] == model) & (steps["framework"] == framework) & (steps["mode"] == mode)
         ]
         first = ok[(ok["framework"] == framework) & (ok["mode"] == mode)]
-        colour = f"C{list(FRAMEWORKS).index(framework) % 10}"
-        if found.empty:  # in the grid but not completed, or not in the grid
+        if row.empty:  # in the grid but not completed, or not in the grid
             ax.text(0.01, y, "n/a", va="center", fontsize=6, transform=ax.get_yaxis_transform())
             continue
-        ax.barh(
-            y,
-            found["mean_s"].iloc[0] * MS,
-            color=colour,
-            height=0.7,
-            label="mean step" if y == 0 else None,
+        draw_point(
+            ax, y, *interval_ms(found, row.iloc[0], confidence), "C0", "mean step", across=True
         )
         if "time_to_first_step_s" in first and first["time_to_first_step_s"].notna().any():
             ax.plot(
@@ -300,7 +380,8 @@ def frameworks_panel(ax, model: str, steps, mine, pairs) -> None:
                 marker="|",
                 ms=9,
                 color="k",
-                label="first step" if y == 0 else None,
+                linestyle="none",
+                label="time to first step",
             )
     ax.set_yticks(range(len(pairs)))
     ax.set_yticklabels([tables.column_label(f, m) for f, m in pairs], fontsize=6)
@@ -314,7 +395,7 @@ def frameworks_panel(ax, model: str, steps, mine, pairs) -> None:
 def save(fig, paths: list[str]) -> None:
     for path in paths:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=150, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -325,6 +406,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", action="append", required=True, help="repeat for each format")
     p.add_argument("--summary", help="summary.parquet: needed for --jacobians-out")
     p.add_argument("--cells", help="cells.parquet: marks Jacobian cells that did not complete")
+    p.add_argument("--bootstrap", help="bootstrap.parquet: the points' intervals (none without)")
+    p.add_argument("--confidence", type=float, default=0.95, help="the intervals' level")
     p.add_argument(
         "--jacobians-out",
         action="append",
@@ -343,12 +426,22 @@ def main(argv=None) -> int:
     if args.frameworks_out and not args.cells:
         p.error("--frameworks-out needs --cells (times to first step)")
     save(plot(pd.read_parquet(args.iterations), args.first), args.out)
+    found = (
+        stats.replicates_by_condition(pd.read_parquet(args.bootstrap), "mean")
+        if args.bootstrap
+        else NO_INTERVALS
+    )
     if args.jacobians_out:
         cells = pd.read_parquet(args.cells) if args.cells else None
-        save(plot_jacobians(pd.read_parquet(args.summary), cells), args.jacobians_out)
+        save(
+            plot_jacobians(pd.read_parquet(args.summary), cells, found, args.confidence),
+            args.jacobians_out,
+        )
     if args.frameworks_out:
         save(
-            plot_frameworks(pd.read_parquet(args.summary), pd.read_parquet(args.cells)),
+            plot_frameworks(
+                pd.read_parquet(args.summary), pd.read_parquet(args.cells), found, args.confidence
+            ),
             args.frameworks_out,
         )
     return 0
