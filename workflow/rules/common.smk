@@ -244,8 +244,8 @@ def data_args(model, task):
     )
 
 
-# A line per kill of a cell's timing process (run_cell.py); outside raw/, so it
-# outlives the cell's outputs.
+# A line per kill of a cell's timing process, or per cuda cell that saw no GPU (run_cell.py);
+# outside raw/, so it outlives the cell's outputs.
 KILLED_LOG = tree(f"killed/{spec.CELL_PATH}.log")
 
 
