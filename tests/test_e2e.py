@@ -137,6 +137,16 @@ def caption_phrase(text: str) -> str:
     return " ".join(words[start:start + 4])
 
 
+def test_the_paper_reads_in_sequence_and_names_the_studys_documents(run):
+    text = subprocess.run(["pdftotext", str(run / OUT / "paper/paper.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    numbers = sorted({int(n) for n in re.findall(r"^\f?Table\s(\d+):", text, re.M)})
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) > 5
+    # the study's documents by name (spec.DOCUMENTS), never by their file numbers
+    assert not re.findall(r"(?<![\w.])00[0-4](?![\w.])", text)
+    assert "Limitations of this run" in text
+
+
 def test_raw_files_follow_the_contract(run):
     workload = TINY["workload"]
     for cell in tiny_cells():

@@ -108,3 +108,26 @@ def test_the_largest_first_step_is_given_for_eager_modes_too():
     found = paper_context.first_max(first)
     assert found["compiled"] == fmt.factor(40.0) and found["eager"] == fmt.factor(1590.0)
     assert "RNN cell" in found["eager_where"] and "TorchScript" in found["compiled_where"]
+
+
+def test_the_limitations_come_from_the_run():
+    cells = pd.DataFrame(
+        [
+            {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
+             "device": "cpu", "threads": 1, "seed": seed, "status": status}
+            for seed, status in ((0, "ok"), (1, "ok"))
+        ]
+        + [
+            {"framework": "torch", "mode": "script", "model": "mlp512", "task": "backward",
+             "device": "cpu", "threads": 1, "seed": 0, "status": "failed"}
+        ]
+    )
+    verdicts = pd.DataFrame({"n_not_measured": [3, 4]})
+    env = {"cpu_model": "Some CPU", "cpu_count": 2}
+    said = " ".join(paper_context.limitations(cells, env, verdicts, validation_run=False))
+    assert "1 of 2 conditions ran a single process" in said
+    assert "cpu, 1 thread" in said and "no GPU" in said and "Some CPU, 2 logical CPUs" in said
+    assert "1 failed" in said and "7 comparisons" in said
+    assert "validate\\_harness.py" in said
+    run_everywhere = " ".join(paper_context.limitations(cells, env, verdicts[:0], True))
+    assert "validate" not in run_everywhere and "the claims plan" not in run_everywhere

@@ -310,7 +310,7 @@ def test_implementation_choices_per_mode(tex):
 
 def test_setup_gradients_and_first_iterations(tex):
     assert "Fake CPU(R) 9000" in tex and "2.13.0+cpu" in tex and r"test\_host" in tex
-    assert "tensorflow/graph vs torch/eager" in tex  # the failed gradient comparison
+    assert "TensorFlow (tf.function) against torch/eager" in tex  # the failed comparison
     assert r"\num{3.0e-04}" in tex  # ResNet50's error against the float64 reference
     assert r"\label{tab:first}" in tex and r"\label{tab:gradients}" in tex
     assert "([512], [354, 354], [294, 294, 294]; task backward)" in tex  # the figure's lines

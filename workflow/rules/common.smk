@@ -328,7 +328,7 @@ def reported_tables():
             path,
             caption="../../report/captions/table.rst",
             category="Tables",
-            subcategory=f"{table.study_table}: {table.title}",
+            subcategory=f"{spec.cited(table.study_table)}: {table.title}",
             labels={"table": table.name, "format": "CSV" if ext == ".csv" else "Markdown"},
         )
 

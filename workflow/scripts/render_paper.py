@@ -176,6 +176,12 @@ def checks_context(inputs: Inputs) -> dict:
         "figure_focus": paper_context.figure_focus(first) if len(first) else "none",
         "threads_check": paper_context.threads_check(inputs.cells),
         "validation": report_stats.validation_context(inputs.validation),
+        "limitations": paper_context.limitations(
+            inputs.cells,
+            inputs.env,
+            inputs.verdicts,
+            report_stats.validation_context(inputs.validation) is not None,
+        ),
     }
 
 

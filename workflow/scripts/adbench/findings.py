@@ -24,6 +24,7 @@ from adbench.spec import (
     TABLES,
     TASKS,
     TableInfo,
+    cited,
     eager_mode_of,
     timed_quantities,
 )
@@ -157,7 +158,7 @@ def headline(data: dict, found: dict, confidence: float) -> dict:
     )
     gains = next((t for t in TABLES if t.improvement and not data[t.name]["ours"].empty), None)
     return {
-        "eager_table": latex(eager.study_table) if eager else "",
+        "eager_table": latex(cited(eager.study_table)) if eager else "",
         "eager_block": first_block_heading(data[eager.name]["ours"]) if eager else "",
         "eager_ratios": (
             column_ratios(eager, **data[eager.name], found=found, confidence=confidence)
@@ -281,7 +282,7 @@ def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
             {
                 "model": latex(spec.label),
                 "table": table.name,
-                "study_table": latex(table.study_table),
+                "study_table": latex(cited(table.study_table)),
                 "slowest": {**slow, "s": slow["text"]},
                 "fastest": {**fast, "s": fast["text"]},
                 "slow_over_fast": fmt.factor(slow["s"] / fast["s"]),

@@ -18,7 +18,7 @@ from adbench import inference, report_stats
 from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, Claim
 from adbench.formatting import latex, missing
-from adbench.spec import MODELS, TABLES, TASKS, TableInfo
+from adbench.spec import MODELS, TABLES, TASKS, TableInfo, cited
 from adbench import verdicts as verdicts_module
 from adbench.verdicts import NOT_MEASURED
 
@@ -95,7 +95,9 @@ def hypotheses(
         out.append(
             {
                 **finding,
-                "hypothesis": {k: latex(v) for k, v in words.items()},
+                "hypothesis": {
+                    k: latex(cited(v) if k == "source" else v) for k, v in words.items()
+                },
                 "within_pct": fmt.percent(MARGIN, tex=True),
                 **judgment(judged[table.name], verdicts, groups, comparisons, waiting),
             }

@@ -18,7 +18,7 @@ from adbench.claims import CLAIMS
 from adbench.formatting import latex, missing
 from adbench.paper_tables import pair_label
 from adbench.selection import focus_rows
-from adbench.spec import FRAMEWORKS, MODELS, TASKS, timed_quantities
+from adbench.spec import FRAMEWORKS, MODELS, TASKS, cited, timed_quantities
 
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
 # A loop that kept more cores busy than this over its thread count ignored the setting.
@@ -139,6 +139,49 @@ def quick_configuration(cells: pd.DataFrame | None) -> dict | None:
     }
 
 
+def limitations(cells: pd.DataFrame | None, env: dict, verdicts: pd.DataFrame,
+                validation_run: bool) -> list[str]:
+    """What this run could not show, from the run itself (LaTeX-escaped sentences)."""
+    out = []
+    if cells is not None and not cells.empty:
+        seeds = cells.groupby(CONDITION)["seed"].nunique()
+        if (seeds == 1).any():
+            out.append(
+                f"{int((seeds == 1).sum())} of {fmt.counted(len(seeds), 'condition')} ran a "
+                "single process: their numbers carry no spread between processes and their "
+                "comparisons no verdict."
+            )
+        blocks = sorted(set(zip(cells["device"], cells["threads"])))
+        out.append(
+            "Measured only in "
+            + "; ".join(fmt.block(d, t) for d, t in blocks)
+            + f", on one machine ({env.get('cpu_model', fmt.NA)}, "
+            + f"{fmt.counted(env.get('cpu_count', fmt.NA), 'logical CPU')})"
+            + ("" if any(d == "cuda" for d, _ in blocks) else "; no GPU (config/gpu.yaml)")
+            + "."
+        )
+        bad = cells["status"].value_counts().drop("ok", errors="ignore")
+        if len(bad):
+            out.append(
+                "Cells without a measurement: "
+                + ", ".join(f"{n} {status}" for status, n in bad.items())
+                + " (their reasons are in the tables' notes)."
+            )
+    if verdicts is not None and "n_not_measured" in verdicts and len(verdicts):
+        missing = int(verdicts["n_not_measured"].sum())
+        if missing:
+            out.append(
+                f"{fmt.counted(missing, 'comparison')} the claims plan were not in this run's "
+                "grid."
+            )
+    if not validation_run:
+        out.append(
+            "The harness was not validated for this results tree: "
+            "python3 benchmarks/validate_harness.py produces it."
+        )
+    return [latex(s) for s in out]
+
+
 def study_context(claims: dict) -> dict:
     return {
         "n_trials": claims.get("n_trials", fmt.NA),
@@ -178,7 +221,7 @@ def models_context(measured: set, cells=None) -> list[dict]:
             {
                 "label": latex(spec.label),
                 "name": latex(name),
-                "source": latex(spec.source),
+                "source": latex(cited(spec.source)),
                 "choices": latex(spec.choices),
                 "n_parameters": spec.n_parameters,
                 "jacobian": latex(jacobian),
@@ -355,9 +398,11 @@ def not_passed_text(failed: pd.DataFrame, most: int = 10) -> str:
     """The first `most` comparisons that did not pass, in words, and how many more."""
     listed = [
         latex(
-            f"{r.framework}/{r.mode} vs "
-            f"{'nothing' if fmt.blank(r.reference) else r.reference}, {r.model}, {r.task}, "
-            f"{r.device}, {fmt.threads_text(r.threads)}, seed {r.seed}: {r.status}"
+            f"{tbl.column_label(r.framework, r.mode)}"
+            f"{'' if fmt.blank(r.reference) else ' against ' + str(r.reference)}, "
+            f"{MODELS[r.model].label if r.model in MODELS else r.model}, "
+            f"{TASKS[r.task].label if r.task in TASKS else r.task}, "
+            f"{fmt.block(r.device, r.threads)}, seed {r.seed}: {r.status}"
         )
         + ("" if missing(r.max_rel_error) else f" ({fmt.scientific(r.max_rel_error, tex=True)})")
         for r in failed.head(most).itertuples()

@@ -20,7 +20,7 @@ from adbench import formatting as fmt
 from adbench import tables as tbl
 from adbench.formatting import latex
 from adbench.selection import table_modes
-from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, timed_quantities
+from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, cited, timed_quantities
 
 QUANTITY_TEXT = {
     "backward_s": "the backward pass alone",
@@ -53,7 +53,7 @@ def tables_overview(data: dict) -> list[dict]:
         {
             "name": t.name,
             "title": latex(t.title),
-            "study_table": latex(t.study_table),
+            "study_table": latex(cited(t.study_table)),
             "measured": not data[t.name]["ours"].empty,
         }
         for t in TABLES
@@ -397,7 +397,7 @@ def table_caption(view: View, published: pd.DataFrame, n_seeds: str) -> str:
         )
     if len(published):
         unnamed = sorted(set(published["task"]) - set(table.tasks))
-        parts.append(f"Study (published): {latex(table.study_table)}, copied verbatim.")
+        parts.append(f"Study (published): {latex(cited(table.study_table))}, copied verbatim.")
         if unnamed:
             parts.append(
                 "The study did not say how it computed its "
@@ -417,7 +417,7 @@ def table_context(
     base = {
         "name": table.name,
         "title": latex(table.title),
-        "study_table": latex(table.study_table or "none"),
+        "study_table": latex(cited(table.study_table or "none")),
         "measured": not ours.empty,
     }
     if ours.empty:

@@ -18,7 +18,7 @@ from adbench import inference, stats
 from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC
 from adbench.formatting import latex
-from adbench.spec import MODELS, TASKS
+from adbench.spec import MODELS, TASKS, cited
 from adbench.verdicts import GROUP_FIELDS, NOT_MEASURED
 
 VERDICT_ORDER = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
@@ -46,9 +46,8 @@ def claim_words(key: str, published: dict) -> dict:
     entry = published.get("claims", {}).get(key, {})
     if "hypothesis" in entry:
         entry = {**published.get("hypotheses", {}).get(entry["hypothesis"], {}), **entry}
-    return {
-        k: latex(entry.get(k, key if k == "name" else "")) for k in ("name", "source", "statement")
-    }
+    words = {k: entry.get(k, key if k == "name" else "") for k in ("name", "source", "statement")}
+    return {k: latex(cited(v) if k == "source" else v) for k, v in words.items()}
 
 
 def side_label(r, end: str) -> str:

@@ -442,6 +442,24 @@ class TableInfo:
 MLPS = ("mlp512", "mlp354x2", "mlp294x3")
 JACOBIANS = ("jacobian_rows", "jacobian_vectorized")
 STUDY_FRAMEWORKS = ("torch", "tensorflow")  # what the study's own tables compare
+
+# The study's documents (shared/seeds), as a reader knows them: the spec and claims.json cite
+# them by number ("000 Table 1"), the paper by name (cited).
+DOCUMENTS = {
+    "000": "the study",
+    "001": "the study's draft",
+    "002": "the JIT slides",
+    "003": "the PyTorch, MXNet and Theano lecture",
+    "004": "the PyTorch talk",
+}
+_DOCUMENT_NUMBER = re.compile(r"(?<![\w.])(00[0-4])(?![\w.])(\s+(?=[^\s,;()]))?")
+
+
+def cited(text: str) -> str:
+    """'000 Table 1' -> 'the study, Table 1': document numbers replaced by their names."""
+    return _DOCUMENT_NUMBER.sub(
+        lambda m: DOCUMENTS[m[1]] + (", " if m[2] else ""), str(text)
+    )
 TABLES: tuple[TableInfo, ...] = (
     TableInfo("table1_eager", "Eager mode: backward pass", MLPS, ("backward",), "backward_s",
               "us", compiled=False, published="table1_eager.csv", study_table="000 Table 1",
@@ -462,7 +480,7 @@ TABLES: tuple[TableInfo, ...] = (
     TableInfo("table6_hypothesis0", "One backward pass vs the loss Jacobian w.r.t. all "
               "parameters", tuple(MODELS), ("backward", "loss_jacobian"), "step_s",
               "us", study_table="001 Hypothesis 0", layout="rows"),
-    TableInfo("table7_layers", "The other layers the seeds name: every task",
+    TableInfo("table7_layers", "The other layers the study's documents name: every task",
               ("attention", "fc_xent", "ctc", "rnn_cell"), tuple(TASKS), "step_s", "us",
               study_table="001 §2, 002", layout="rows"),
     TableInfo("table8_frameworks", "Every framework and mode: a training step of the MLPs "
