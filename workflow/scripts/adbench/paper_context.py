@@ -438,7 +438,7 @@ def first_iteration_summary(first: pd.DataFrame) -> list[dict]:
 
 
 def first_max(first: pd.DataFrame) -> dict:
-    """The largest first step over the steady-state median, in compiled and in eager modes
+    """The largest first iteration over the steady-state median, in compiled and in eager modes
     (the study saw it 'only in compiled models'), and the cell of each."""
     compiled = pd.Series(
         [

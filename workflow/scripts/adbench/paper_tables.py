@@ -501,7 +501,7 @@ def rows_heads(table: TableInfo, task: str) -> list[str]:
     pair = tbl.ratio_tasks(table)
     return (
         ["mean", "median"]
-        + (["first step"] if table.first_step else [])
+        + (["time to first step"] if table.first_step else [])
         + ([SPEEDUP_HEADS[name] for name in LIKE_FOR_LIKE] if table.improvement else [])
         + ([f"/{TASKS[pair[0]].label}"] if pair and task == pair[1] else [])
     )
@@ -573,7 +573,7 @@ def rows_caption(table: TableInfo, n_seeds: str) -> str:
     ]
     if table.first_step:
         parts.append(
-            "``first step'': time to the first step, the ahead-of-time compilation "
+            "``time to first step'': the ahead-of-time compilation "
             "or tracing (if the mode has one) plus the first call, which pays any "
             "lazy compilation; mean $\\pm$ sd over seeds."
         )
