@@ -199,7 +199,9 @@ def test_the_cluster_section_routes_a_job_by_its_device():
 
 def test_an_unset_key_is_no_resource_so_a_site_default_applies():
     run = checked(with_fault({}))
-    assert run.config["cluster"] == {"cuda_cpus": 4}  # the schema's default
+    # the schema's defaults: none of them a resource of the plugin's
+    assert run.config["cluster"] == {"cuda_cpus": 4, "walltime_margin": 3,
+                                     "walltime_floor_min": 5}
     assert run_config.slurm_resources(run.config["cluster"], "cpu", 2) == {}
     assert run_config.slurm_resources(run.config["cluster"], "cuda", 1) == {"cpus_per_task": 4}
 
@@ -212,4 +214,5 @@ def test_a_cuda_job_asks_for_cuda_cpus_cores_and_at_least_its_threads():
 
 def test_cluster_values_from_the_command_line_are_read_by_the_schema():
     run = checked(with_fault({"cluster": {"cuda_cpus": "8", "gpu_partition": "gpu"}}))
-    assert run.config["cluster"] == {"cuda_cpus": 8, "gpu_partition": "gpu"}
+    assert run.config["cluster"] == {"cuda_cpus": 8, "gpu_partition": "gpu",
+                                     "walltime_margin": 3, "walltime_floor_min": 5}

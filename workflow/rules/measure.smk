@@ -33,16 +33,19 @@ rule measure:
     threads: same_for_every_cell(lambda cell: int(cell.threads))
     # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
     # cluster profile sets no limit (each job is its own allocation; docs/cluster.md).
-    # Budget, memory and the cluster's settings are resources, not parameters: changing one
-    # re-times nothing. A retry (--retries) asks the scheduler for more memory and time; the
-    # budget, part of the experiment, stays what the config says. First (unpacked): the
-    # config's `cluster` section by the cell's device (common.smk, cell_slurm_resources).
+    # Budget, memory, walltime and the cluster's settings are resources, not parameters:
+    # changing one re-times nothing. The walltime (runtime, minutes: SLURM's --time) is an
+    # estimate of the cell with the config's margin, at most the budget plus a minute
+    # (adbench/config.py, Walltimes; plan_campaign.py prints the same). A retry (--retries)
+    # asks the scheduler for more memory and time; the budget, part of the experiment, stays
+    # what the config says. First (unpacked): the config's `cluster` section by the cell's
+    # device (common.smk, cell_slurm_resources).
     resources:
         **cell_slurm_resources(),
         timing_lock=1,
         # A string: Snakemake's numeric resources are integers, a budget may be 0.5 s.
         budget_s=same_for_every_cell(lambda cell: f"{WORKLOADS.budget_s(cell.model, cell.task):g}"),
-        runtime=lambda wc, attempt: WORKLOADS.runtime_min(wc.model, wc.task) * attempt,
+        runtime=lambda wc, attempt: RUN.walltimes.runtime_min(wc, attempt),
         mem_mb=lambda wc, attempt: WORKLOADS.mem_mb(wc.model, wc.task) * attempt,
         # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
         gpu=same_for_every_cell(lambda cell: run_config.cell_gpus(cell.device)),

@@ -204,8 +204,8 @@ class Workloads:
         return self.settings(model, task)["mem_mb"]
 
     def runtime_min(self, model: str, task: str) -> int:
-        """The budget as Snakemake's runtime resource (minutes; a cluster's time limit), with
-        a minute to spare for run_cell.py to write the record of a killed cell."""
+        """The budget in minutes, with a minute to spare for run_cell.py to write the record
+        of a killed cell: the most a timing job ever asks a cluster for (Walltimes)."""
         return math.ceil(self.budget_s(model, task) / 60) + 1
 
 
@@ -266,6 +266,187 @@ def job_cpus(cluster: dict, device: str, threads: int) -> int:
     return slurm_resources(cluster, device, threads).get("cpus_per_task", int(threads))
 
 
+# ------------------------------------------------------------------ a timing job's walltime
+# What a timing job asks a cluster for (rule measure's `runtime`; plan_campaign.py prints the
+# same numbers, from the same function): an estimate of its cell times the config's
+# cluster.walltime_margin, at least cluster.walltime_floor_min, at most the budget's minutes
+# plus one (Workloads.runtime_min), since run_cell.py kills the cell at its budget anyway.
+# The estimate is the cell's own wall time where an earlier run of this results tree measured
+# it, else a model of the cell's cost (below). Resources only: changing any of this
+# re-times nothing.
+#
+# The model, in one place: a job's start-up, a compiled mode's compilation, and each
+# iteration's derivative calls and multiply-adds, priced for one slow CPU core (a GPU is
+# faster on the large models and about as fast on the small ones, whose steps are bound by
+# the framework's overhead). Chosen to lie above the cells measured so far, the CPU cells of
+# config/config.yaml and config/paper.yaml on one core and the H100's in
+# example-results/cuda-h100 (tests/test_walltime.py checks the latter), not to be precise:
+# after one run, the cells' measured times replace it.
+JOB_START_S = 30.0  # Snakemake's own start in the job (it parses the workflow), run_cell.py
+CELL_START_S = 30.0  # the timing process: interpreter, framework, CUDA, data and model
+# A compiled mode's compilation (TorchScript, torch.compile, XLA, jax.jit): a base and a
+# part per parameter; ResNet50 (25.6 M parameters): 60 + 153 s (torch.compile took 1-2.5
+# min on an H100).
+COMPILE_S, COMPILE_S_PER_PARAMETER = 60.0, 6e-6
+# Per task: seconds of overhead per iteration and per row of a Jacobian (the row-by-row
+# Jacobian is one derivative call per row, in a Python loop; TensorFlow's vectorised one
+# takes 0.1-0.2 s a call on the small models). A recurrent model pays it at each of its time
+# steps (TensorFlow's eager vectorised Jacobian of the LSTM: 5.5 s an iteration on one core).
+TASK_OVERHEAD_S = {
+    "backward": (0.01, 0.0),
+    "loss_jacobian": (0.02, 0.0),
+    "jacobian_rows": (0.0, 0.01),
+    "jacobian_vectorized": (0.2, 0.002),
+}
+# Seconds per multiply-add of one example's forward pass, the derivative's included (~3
+# multiply-adds per forward one): 4e-9 is 0.75 GFLOP/s, a core's slowest seen here (ResNet50's
+# Jacobians at batch 1).
+SECONDS_PER_MAC = 4e-9
+# Multiply-adds per parameter in one example's forward pass: each weight used once per
+# position it slides over or time step it repeats at. cnn: (8*9*784 + 16*8*9*196 + 3136*10)
+# / 32618 = 9.6; resnet50 at 32x32: ~84 M / 25.6 M = 3.3. Recurrent and sequence models: their
+# steps (spec's arch); dense layers: 1.
+WEIGHT_USES = {"cnn": 10, "resnet": 4}
+
+
+RECURRENT = ("lstm",)
+
+
+def weight_uses(model: str) -> float:
+    info = spec.MODELS[model]
+    return info.arch.get("steps") or info.arch.get("length") or WEIGHT_USES.get(info.family, 1)
+
+
+def overhead_steps(model: str) -> int:
+    """How many times a derivative call pays its overhead: a recurrent model's time steps."""
+    info = spec.MODELS[model]
+    return int(info.arch["steps"]) if info.family in RECURRENT else 1
+
+
+def modelled_cell_s(workloads: Workloads, cell: spec.Cell) -> float:
+    """The model's seconds for a cell's job, start-up to its last iteration."""
+    sizes, info = workloads.sizes(cell.model, cell.task), spec.MODELS[cell.model]
+    jacobian = spec.TASKS[cell.task].derivative == "jacobian"
+    rows = sizes["jacobian_rows"] if jacobian else 0
+    examples = 1 if jacobian else sizes["batch_size"]
+    per_iteration, per_row = TASK_OVERHEAD_S[cell.task]
+    macs = info.n_parameters * weight_uses(cell.model) * examples * max(rows, 1)
+    iteration_s = ((per_iteration + per_row * rows) * overhead_steps(cell.model)
+                   + macs * SECONDS_PER_MAC)
+    compile_s = (COMPILE_S + COMPILE_S_PER_PARAMETER * info.n_parameters
+                 if spec.FRAMEWORKS[cell.framework].modes[cell.mode].compiled else 0.0)
+    return (JOB_START_S + CELL_START_S + compile_s
+            + (sizes["warmup"] + sizes["iterations"]) * iteration_s)
+
+
+# Workload keys a measured time must share with the cell now planned to be used for it.
+MEASURED_WORKLOAD_KEYS = ("warmup", "iterations", "batch_size", "jacobian_rows")
+
+
+def iso_seconds(start: str, end: str) -> float:
+    import datetime
+
+    return (datetime.datetime.fromisoformat(end)
+            - datetime.datetime.fromisoformat(start)).total_seconds()
+
+
+@dataclasses.dataclass(frozen=True)
+class Walltime:
+    """A timing job's time limit and where it came from."""
+
+    minutes: int  # asked for (Snakemake's runtime resource; SLURM's --time), first attempt
+    seconds: float  # the estimate before the margin
+    source: str  # measured | model | budget (timed out, or interrupted, before)
+
+
+class Walltimes:
+    """Each timing job's walltime: rule measure's runtime and plan_campaign.py's, one function.
+
+    The estimate, in this order: the budget's walltime for a cell an earlier run left
+    unfinished (its log written, no raw file: its job was ended by the cluster's time limit,
+    scancel or a lost node; or it is running now) or recorded `timeout`; the cell's measured
+    wall time (its raw file's started_at to ended_at, else its row in aggregate/cells.parquet)
+    where that run was `ok` with the same warm-up, iterations and data sizes; else the model
+    (modelled_cell_s). Snakemake's own start in the job is added to a measured time.
+    """
+
+    def __init__(self, workloads: Workloads, cluster: dict, tree: Path):
+        self.workloads = workloads
+        self.margin = float(cluster.get("walltime_margin", 3))
+        self.floor_min = int(cluster.get("walltime_floor_min", 5))
+        self.tree = Path(tree)
+
+    # -------------------------------------------------------------- earlier runs of the tree
+    @functools.cached_property
+    def aggregated(self) -> dict[tuple, dict]:
+        """aggregate/cells.parquet's rows by cell, {} where there is none (or no pyarrow)."""
+        path = self.tree / "aggregate" / "cells.parquet"
+        if not path.exists():
+            return {}
+        try:
+            import pyarrow.parquet as pq
+
+            columns = [*spec.CELL_FIELDS, "status", "started_at", "ended_at",
+                       *MEASURED_WORKLOAD_KEYS]
+            rows = pq.read_table(path, columns=columns).to_pylist()
+        except Exception:  # noqa: BLE001  no pyarrow, an older layout: the model decides
+            return {}
+        return {tuple(str(row[f]) for f in spec.CELL_FIELDS): row for row in rows}
+
+    def recorded(self, cell: spec.Cell) -> dict | None:
+        """The earlier run's record of a cell: status, started_at, ended_at, workload."""
+        raw = self.tree / cell.raw_path
+        if raw.exists():
+            try:
+                from adbench import schema
+
+                info = schema.read_provenance(str(raw))
+                return {"status": info["status"], "started_at": info.get("started_at"),
+                        "ended_at": info.get("ended_at"), **info.get("workload", {})}
+            except Exception:  # noqa: BLE001  unreadable (or no pyarrow): try the aggregate
+                pass
+        elif (self.tree / cell.log_path).exists():
+            return {"status": "unfinished"}
+        return self.aggregated.get(tuple(str(v) for v in dataclasses.astuple(cell)))
+
+    def measured_s(self, cell: spec.Cell) -> float | str | None:
+        """Seconds an earlier run took for the cell; "budget" where it ran out of time or did
+        not finish; None where no earlier run measured it under this workload."""
+        record = self.recorded(cell)
+        if record is None:
+            return None
+        if record["status"] in ("timeout", "unfinished"):
+            return "budget"
+        sizes = self.workloads.sizes(cell.model, cell.task)
+        try:
+            if record["status"] == "ok" and all(
+                    int(record[k]) == sizes[k] for k in MEASURED_WORKLOAD_KEYS):
+                return iso_seconds(record["started_at"], record["ended_at"])
+        except (KeyError, TypeError, ValueError):  # a field missing or empty
+            pass
+        return None
+
+    # -------------------------------------------------------------- the walltime
+    def of(self, cell: spec.Cell) -> Walltime:
+        cap = self.workloads.runtime_min(cell.model, cell.task)
+        measured = self.measured_s(cell)
+        if measured == "budget":
+            return Walltime(cap, self.workloads.budget_s(cell.model, cell.task), "budget")
+        if measured is not None:
+            seconds, source = JOB_START_S + measured, "measured"
+        else:
+            seconds, source = modelled_cell_s(self.workloads, cell), "model"
+        minutes = max(self.floor_min, math.ceil(seconds * self.margin / 60))
+        return Walltime(min(minutes, cap), seconds, source)
+
+    def runtime_min(self, wildcards, attempt: int = 1) -> int:
+        """rule measure's runtime: a job's walltime in minutes, times the attempt on retries."""
+        w = dict(wildcards.items()) if hasattr(wildcards, "items") else dict(wildcards)
+        cell = spec.Cell(w["framework"], w["mode"], w["model"], w["task"], w["device"],
+                         int(w["threads"]), int(w["seed"]))
+        return self.of(cell).minutes * attempt
+
+
 # ------------------------------------------------------------------ environments
 def environment_mode(setting: str, conda_enabled: bool) -> str:
     """auto -> conda under --sdm conda, else venvs built by the pipeline."""
@@ -306,6 +487,7 @@ class Run:
     cells: list
     workloads: Workloads
     env_mode: str
+    walltimes: Walltimes  # each timing job's runtime (minutes)
 
 
 def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles: list,
@@ -326,4 +508,6 @@ def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles:
     stop_on(workload_problems(grids, cells, workloads, core_limit))
     env_mode = environment_mode(config["environments"], conda_enabled)
     stop_on(current_env_problems(env_mode, cells, python))
-    return Run(config, config["results"].rstrip("/"), grids, cells, workloads, env_mode)
+    results = config["results"].rstrip("/")
+    walltimes = Walltimes(workloads, config["cluster"], Path(working_dir) / results)
+    return Run(config, results, grids, cells, workloads, env_mode, walltimes)
