@@ -86,3 +86,24 @@ def test_whole_timer_syncs_before_every_clock_read_and_takes_the_difference():
     _assert_sync_before_every_clock_read(log)
     assert [e[0] for e in log] == ["sync", "clock", "step", "sync", "clock"]
     assert sample == {"step_s": 1.0}
+
+
+def test_at_measured_runs_once_between_warmup_and_the_first_measured_iteration():
+    stepper, events = FakeStepper(), []
+    original = stepper.run
+    stepper.run = lambda i, clock: (events.append(("run", i)), original(i, clock))[1]
+    timing.time_iterations(stepper, warmup=2, iterations=3, clock=FakeClock(),
+                           at_measured=lambda: events.append(("at_measured",)))
+    assert events == [("run", 0), ("run", 1), ("at_measured",), ("run", 2), ("run", 3),
+                      ("run", 4)]
+
+
+def test_at_measured_runs_first_without_warmup_and_never_when_the_deadline_comes_first():
+    calls = []
+    timing.time_iterations(FakeStepper(), warmup=0, iterations=2, clock=FakeClock(),
+                           at_measured=lambda: calls.append("no warm-up"))
+    assert calls == ["no warm-up"]
+    # The deadline check before iteration 1 reads the clock past 0.5: one warm-up row only.
+    rows = timing.time_iterations(FakeStepper(), warmup=3, iterations=2, clock=FakeClock(),
+                                  deadline=0.5, at_measured=lambda: calls.append("late"))
+    assert len(rows) == 1 and calls == ["no warm-up"]

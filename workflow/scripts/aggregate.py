@@ -51,6 +51,8 @@ def cell_record(path: str) -> dict:
         "device_name": info.get("device_name"),
         # CPU-seconds per second of the timed loop: the cores the cell really kept busy.
         "cpu_utilisation": info.get("cpu_utilisation"),
+        # The memory of the measured phase, bytes (schema.MEMORY_FIELDS); None: not measured.
+        **{field: info.get(field) for field in schema.MEMORY_FIELDS},
         "cpu_model": info.get("cpu_model"),
         "cpu_count": info.get("cpu_count"),
         "hostname": info.get("hostname"),

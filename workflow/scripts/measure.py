@@ -98,8 +98,9 @@ def check_threads(reported: dict, wanted: int) -> None:
 
 
 def cuda_probe(backend, name: str, device: str):
-    """A backend's GPU provenance function (gpu_info, reset_peak_memory, peak_memory) on a
-    cuda cell; None on cpu, and for a backend without one (it has no CUDA path)."""
+    """A backend's GPU provenance function (gpu_info, reset_peak_memory, peak_memory,
+    peak_reserved_memory) on a cuda cell; None on cpu, and for a backend without one (it
+    has no CUDA path, or does not report that quantity)."""
     probe = getattr(backend, name, None)
     return probe(device) if device == "cuda" and probe else None
 
@@ -188,6 +189,9 @@ def starting_info(args: argparse.Namespace) -> dict:
         "cuda": None,
         "retime": None,  # why the next run re-times this cell (run_cell.py), or None
         "peak_device_memory_bytes": None,
+        "peak_device_reserved_bytes": None,
+        # The memory of the measured phase (schema.MEMORY_FIELDS), once it has run.
+        **timing.ProcessMemory().record,
         "started_at": provenance.now_iso(),
         "process_started_at_epoch": provenance.process_start_epoch(),
         "script_started_at_epoch": SCRIPT_START,
@@ -240,12 +244,23 @@ def measure(args: argparse.Namespace) -> int:
         info["choices"] = prepared.choices
         phases["compile_s"] = prepared.compile_s
 
-        cuda_probe(backend, "reset_peak_memory", args.device)  # outside the clock
+        # Peaks reset outside the clock, at the first measured iteration: warm-up and
+        # compilation stay out of the memory a step needs (JAX's device peak cannot be reset).
+        memory = timing.ProcessMemory()
+
+        def at_measured():
+            memory.start()
+            cuda_probe(backend, "reset_peak_memory", args.device)
+
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
         rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log,
-                                      deadline=loop_deadline(args.budget_s))
+                                      deadline=loop_deadline(args.budget_s),
+                                      at_measured=at_measured)
         phases["timed_loop_s"] = time.perf_counter() - t
+        info.update(memory.stop())  # the last step has returned: what it still holds
         info["peak_device_memory_bytes"] = cuda_probe(backend, "peak_memory", args.device)
+        info["peak_device_reserved_bytes"] = cuda_probe(backend, "peak_reserved_memory",
+                                                        args.device)
         # Cores the loop kept busy: checks that the thread setting took effect (a framework
         # that ignores it shows more CPU-seconds per second than threads).
         info["cpu_utilisation"] = (provenance.cpu_seconds() - cpu) / phases["timed_loop_s"]

@@ -38,6 +38,24 @@ RAW_SCHEMA = pa.schema(
     ]
 )
 
+# Memory per cell, in the provenance metadata (per cell, not per row), bytes or None where
+# not measured.  The host's resident memory is read from Linux's /proc around the measured
+# phase (adbench.timing.ProcessMemory; warm-up and compilation excluded where the peak can
+# be reset); the device's from the framework, on cuda cells whose backend records it.
+# aggregate.py carries each into cells.parquet under the same name.
+MEMORY_FIELDS = {
+    "rss_baseline_bytes": "resident memory (VmRSS) just before the first measured iteration",
+    "rss_peak_bytes": "peak resident memory (VmHWM) of the measured phase, reset at its start "
+                      "(rss_peak_scope says where it could not be)",
+    "rss_after_step_bytes": "resident memory (VmRSS) still held once the last step returned",
+    "rss_peak_scope": "what rss_peak_bytes covers: the measured phase, or since process start "
+                      "(and why) where the peak could not be reset",
+    "peak_device_memory_bytes": "a cuda cell's peak memory allocated by the framework "
+                                "(gpu.peak_memory_scope says how and since when)",
+    "peak_device_reserved_bytes": "a cuda cell's peak memory reserved by the framework's "
+                                  "allocator, where its backend reports it",
+}
+
 
 def raw_table(cell: dict, rows: list[dict], provenance: dict) -> pa.Table:
     """Rows of one cell as a table of RAW_SCHEMA, with provenance attached as metadata."""

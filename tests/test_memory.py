@@ -1,0 +1,191 @@
+"""Memory per cell (issue 26, item 1): the resident memory of the measured phase, read from
+Linux's /proc around the one timing loop, and carried from the raw file into cells.parquet.
+
+Planted allocations of 200 MB (every page written, so resident) must be found within wide
+margins (at least 150 MB), so that the allocator's and the interpreter's noise never decide.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import aggregate
+from adbench import schema, timing
+
+MB = 1024 * 1024
+PLANTED = 200 * MB
+FOUND = 150 * MB  # what a planted allocation must show at least
+QUIET = 50 * MB   # what a loop without one may show at most
+
+linux = pytest.mark.skipif(not timing.proc_memory(), reason="no /proc/self/status (not Linux)")
+
+
+def resettable() -> bool:
+    return bool(timing.proc_memory()) and timing.reset_peak_rss() is None
+
+
+needs_reset = pytest.mark.skipif(not resettable(), reason="/proc/self/clear_refs not writable")
+
+
+class Stepper:
+    """A fake step: allocates (and writes) `size` bytes in the iterations `allocating`
+    says, releases them before returning unless `hold`, and times nothing real."""
+
+    def __init__(self, size: int = 0, allocating=lambda iteration: True, hold=False):
+        self.size, self.allocating, self.hold, self.held = size, allocating, hold, []
+
+    def run(self, iteration, clock):
+        t0 = clock()
+        if self.size and self.allocating(iteration):
+            block = bytearray(b"\x01") * self.size  # every page written: resident
+            if self.hold:
+                self.held.append(block)
+            del block
+        return {"step_s": clock() - t0}
+
+
+def measured(stepper, warmup=1, iterations=2, memory=None) -> dict:
+    memory = memory or timing.ProcessMemory()
+    timing.time_iterations(stepper, warmup, iterations, at_measured=memory.start)
+    return memory.stop()
+
+
+# ------------------------------------------------------------------ reading /proc
+def test_proc_memory_reads_vmrss_and_vmhwm_in_bytes(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmPeak:\t  999 kB\nVmHWM:\t    2048 kB\n"
+                      "VmRSS:\t    1024 kB\nThreads:\t1\n")
+    assert timing.proc_memory(str(status)) == {"VmHWM": 2048 * 1024, "VmRSS": 1024 * 1024}
+    assert timing.proc_memory(str(tmp_path / "absent")) == {}
+
+
+@linux
+def test_proc_memory_of_this_process_is_plausible():
+    now = timing.proc_memory()
+    assert set(now) == {"VmRSS", "VmHWM"}
+    assert 1 * MB < now["VmRSS"] <= now["VmHWM"]
+
+
+# ------------------------------------------------------------------ the measured phase
+@needs_reset
+def test_a_planted_allocation_is_found_and_a_later_loop_without_one_is_not():
+    planted = measured(Stepper(PLANTED))
+    assert planted["rss_peak_scope"].startswith("measured phase")
+    assert planted["rss_peak_bytes"] - planted["rss_baseline_bytes"] >= FOUND
+    # Released before the step returned: not held afterwards.
+    assert planted["rss_after_step_bytes"] - planted["rss_baseline_bytes"] < QUIET
+
+    # The same process, a later loop: the reset forgets the earlier peak.
+    quiet = measured(Stepper())
+    assert quiet["rss_peak_bytes"] - quiet["rss_baseline_bytes"] < QUIET
+    assert quiet["rss_peak_bytes"] < planted["rss_peak_bytes"] - (FOUND - QUIET)
+
+
+@needs_reset
+def test_warmup_stays_out_of_the_peak():
+    """What only the warm-up allocates (compilation, first-call caches) is not the step's."""
+    record = measured(Stepper(PLANTED, allocating=lambda iteration: iteration == 0))
+    assert record["rss_peak_bytes"] - record["rss_baseline_bytes"] < QUIET
+
+
+@linux
+def test_memory_held_after_a_step_is_found():
+    stepper = Stepper(PLANTED, allocating=lambda iteration: iteration == 1, hold=True)
+    record = measured(stepper)
+    try:
+        assert record["rss_after_step_bytes"] - record["rss_baseline_bytes"] >= FOUND
+        assert record["rss_peak_bytes"] >= record["rss_after_step_bytes"]
+    finally:
+        stepper.held.clear()
+
+
+# ------------------------------------------------------------------ when /proc cannot
+@linux
+def test_a_peak_that_cannot_be_reset_counts_from_process_start_and_says_so(monkeypatch):
+    monkeypatch.setattr(timing, "reset_peak_rss",
+                        lambda path=timing.CLEAR_REFS: "PermissionError: [Errno 13] denied")
+    record = measured(Stepper())
+    assert record["rss_peak_scope"].startswith("process start")
+    assert "PermissionError" in record["rss_peak_scope"]
+    # Still measured: the peak since the process started, never below what is resident.
+    assert record["rss_peak_bytes"] >= record["rss_after_step_bytes"] > 0
+    assert record["rss_baseline_bytes"] > 0
+
+
+@linux
+def test_an_unwritable_clear_refs_is_the_same_fallback(tmp_path):
+    memory = timing.ProcessMemory(clear_refs=str(tmp_path / "no" / "clear_refs"))
+    record = measured(Stepper(), memory=memory)
+    assert "process start" in record["rss_peak_scope"]
+    assert "FileNotFoundError" in record["rss_peak_scope"]
+    assert record["rss_peak_bytes"] > 0
+
+
+def test_without_proc_nothing_is_measured_and_the_record_says_so(tmp_path):
+    memory = timing.ProcessMemory(status=str(tmp_path / "absent"),
+                                  clear_refs=str(tmp_path / "no" / "clear_refs"))
+    record = measured(Stepper(), memory=memory)
+    assert [record[k] for k in ("rss_baseline_bytes", "rss_peak_bytes",
+                                "rss_after_step_bytes")] == [None] * 3
+    assert record["rss_peak_scope"].startswith("not measured")
+
+
+def test_a_loop_stopped_before_the_measured_phase_records_nothing():
+    memory = timing.ProcessMemory()
+    timing.time_iterations(Stepper(), 3, 2, clock=iter(range(0, 100, 10)).__next__,
+                           deadline=5, at_measured=memory.start)
+    record = memory.stop()
+    assert record["rss_peak_bytes"] is None and record["rss_after_step_bytes"] is None
+    assert record["rss_peak_scope"].startswith("not measured")
+
+
+# ------------------------------------------------------------------ raw file -> cells.parquet
+def test_every_memory_field_is_documented_in_the_schema():
+    assert set(timing.RSS_FIELDS) <= set(schema.MEMORY_FIELDS)
+    assert {"peak_device_memory_bytes", "peak_device_reserved_bytes"} <= set(schema.MEMORY_FIELDS)
+
+
+def test_memory_fields_reach_the_cells_record_and_old_files_give_none(tmp_path):
+    cell = {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
+            "device": "cpu", "threads": 1, "seed": 0}
+    rows = [{"iteration": 0, "phase": "measured", "step_s": 0.1}]
+    memory = {"rss_baseline_bytes": 100 * MB, "rss_peak_bytes": 300 * MB,
+              "rss_after_step_bytes": 120 * MB, "rss_peak_scope": "measured phase (...)",
+              "peak_device_memory_bytes": None, "peak_device_reserved_bytes": None}
+    new = str(tmp_path / "raw/cpu/torch/eager/mlp512/backward/t1/seed0.parquet")
+    old = str(tmp_path / "raw/cpu/torch/eager/mlp512/backward/t1/seed1.parquet")
+    schema.write_raw(new, cell, rows, {"status": "ok", "message": "", "cell": cell, **memory})
+    schema.write_raw(old, {**cell, "seed": 1}, rows,
+                     {"status": "ok", "message": "", "cell": {**cell, "seed": 1}})
+    record = aggregate.cell_record(new)
+    assert {k: record[k] for k in schema.MEMORY_FIELDS} == memory
+    assert all(aggregate.cell_record(old)[k] is None for k in schema.MEMORY_FIELDS)
+
+
+def test_a_measured_cell_records_its_memory(repo, tmp_path):
+    """measure.py as Snakemake runs it (torch eager, tiny): the memory fields are there,
+    bytes, the peak reset at the measured phase, nothing on the device of a cpu cell."""
+    pytest.importorskip("torch")
+    out = tmp_path / "cell.parquet"
+    cmd = [sys.executable, str(repo / "workflow" / "scripts" / "measure.py"),
+           "--framework", "torch", "--mode", "eager", "--model", "mlp512", "--task",
+           "backward", "--device", "cpu", "--threads", "1", "--seed", "0", "--warmup", "1",
+           "--iterations", "2", "--n-samples", "8", "--batch-size", "4", "--out", str(out),
+           "--gradients", str(tmp_path / "cell.npz")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr[-4000:]
+    info = schema.read_provenance(str(out))
+    assert info["status"] == "ok"
+    assert set(schema.MEMORY_FIELDS) <= set(info)
+    if not resettable():
+        pytest.skip("/proc/self/clear_refs not writable: the scope is the fallback's")
+    assert info["rss_peak_scope"].startswith("measured phase")
+    assert 10 * MB < info["rss_baseline_bytes"] <= info["rss_peak_bytes"] + MB
+    assert 10 * MB < info["rss_after_step_bytes"] <= info["rss_peak_bytes"]
+    assert info["peak_device_memory_bytes"] is None
+    assert info["peak_device_reserved_bytes"] is None
