@@ -3,6 +3,9 @@ on fabricated configs whose counts and hours are worked out by hand below."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import math
 import sys
 from pathlib import Path
 
@@ -12,11 +15,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 import plan_campaign  # noqa: E402
+from adbench import config as run_config  # noqa: E402
+from adbench import schema  # noqa: E402
 
 # torch on both devices, 2 modes x 2 thread counts x 2 seeds each: 8 CPU cells, 8 CUDA cells,
-# budget 120 s -> walltime ceil(120/60) + 1 = 3 min. jax jit on CUDA, one cell of a model
-# whose budget stays the config's 600 s -> 11 min. References: mlp512's gradients for seeds
-# 0 and 1, cnn's Jacobian for seed 0: 3 jobs of 60 min on 1 CPU.
+# budget 120 s -> walltime at most ceil(120/60) + 1 = 3 min, below the estimate's floor of 5.
+# jax jit on CUDA, one cell of a model whose budget stays the config's 600 s (at most 11 min):
+# the cost model's estimate (adbench.config.Walltimes; tests/test_walltime.py), x 3 -> 9 min.
+# References: mlp512's gradients for seeds 0 and 1, cnn's Jacobian for seed 0: 3 jobs of 60
+# min on 1 CPU.
 CONFIG = {
     "environments": "venv",
     "grid": [
@@ -43,6 +50,17 @@ def plan(tmp_path: Path, config: dict, site: dict | None = None, entries=None):
     return run, plan_campaign.slurm_jobs(run)
 
 
+JAX_MIN = 9
+
+
+def test_the_jax_cells_walltime_is_the_models_estimate(tmp_path):
+    run, _ = plan(tmp_path, CONFIG)
+    cell = next(c for c in run.cells if c.framework == "jax")
+    seconds = run_config.modelled_cell_s(run.workloads, cell)
+    assert run.walltimes.of(cell) == run_config.Walltime(JAX_MIN, seconds, "model")
+    assert JAX_MIN == math.ceil(seconds * 3 / 60) < 11
+
+
 def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
     run, jobs = plan(tmp_path, CONFIG)
     assert len(run.cells) == 17
@@ -53,7 +71,7 @@ def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
         ("measure", "torch", "cpu"): 8, ("measure", "torch", "cuda"): 8,
         ("measure", "jax", "cuda"): 1, ("reference", "reference", "cpu"): 3}
     assert {j.runtime_min for j in by[("measure", "torch", "cpu")]} == {3}
-    assert [j.runtime_min for j in by[("measure", "jax", "cuda")]] == [11]
+    assert [j.runtime_min for j in by[("measure", "jax", "cuda")]] == [JAX_MIN]
     assert {j.runtime_min for j in by[("reference", "reference", "cpu")]} == {60}
     # No site: no partition, any GPU; a CUDA cell asks for the default 4 cores, a CPU cell
     # for its threads.
@@ -62,10 +80,14 @@ def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
     assert sorted(j.cpus for j in by[("measure", "torch", "cpu")]) == [1] * 4 + [2] * 4
     assert {j.gpus for j in by[("measure", "torch", "cpu")]} == {0}
     assert {j.gpus for j in by[("measure", "jax", "cuda")]} == {1}
-    # GPU-h: 8 x 3 min + 1 x 11 min = 35 min. CPU-h: CPU cells (4x1 + 4x2) x 3 = 36 min,
-    # CUDA cells 9 x 4 cores: 8 x 3 + 1 x 11 = 35 min x 4 = 140 min, references 180 min.
-    assert sum(j.gpu_hours for j in jobs) == pytest.approx(35 / 60)
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 140 + 180) / 60)
+    # GPU-h: 8 x 3 min + 1 x 9 min = 33 min. CPU-h: CPU cells (4x1 + 4x2) x 3 = 36 min,
+    # CUDA cells 9 x 4 cores: 8 x 3 + 1 x 9 = 33 min x 4 = 132 min, references 180 min.
+    assert sum(j.gpu_hours for j in jobs) == pytest.approx(33 / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 132 + 180) / 60)
+    # each timing job's walltime is the rule's runtime for that cell (the same function)
+    for cell, job in zip(run.cells, jobs):
+        wildcards = {k: str(v) for k, v in dataclasses.asdict(cell).items()}
+        assert job.runtime_min == run.walltimes.runtime_min(wildcards), (cell, job)
 
 
 def test_the_site_profile_routes_jobs_by_device(tmp_path):
@@ -74,9 +96,9 @@ def test_the_site_profile_routes_jobs_by_device(tmp_path):
     cpu = [j for j in jobs if j.device == "cpu"]
     assert {(j.partition, j.gpu_model, j.gpus) for j in cuda} == {("g", "h100", 1)}
     assert {(j.partition, j.gpu_model, j.gpus) for j in cpu} == {("c", None, 0)}
-    # cuda_cpus 3, at least the cell's threads (2): 3 cores each, 35 min -> 105 min
+    # cuda_cpus 3, at least the cell's threads (2): 3 cores each, 33 min -> 99 min
     assert {j.cpus for j in cuda} == {3}
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 105 + 180) / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 99 + 180) / 60)
 
 
 def test_command_line_config_replaces_the_profiles_as_snakemake_does(tmp_path):
@@ -97,10 +119,15 @@ def test_the_report_prints_the_counts_and_hours(tmp_path, capsys):
             if line.split()[:1] and line.split()[0] in ("torch", "jax", "(reference)")}
     assert rows["torch cpu"][2:5] == ["8", "8", "c"]
     assert "1 GPU (h100), 3 CPUs" in " ".join(rows["torch cuda"])
-    assert rows["jax cuda"][-4:-2] == ["11", "min"]
+    assert rows["jax cuda"][-4:-2] == [str(JAX_MIN), "min"]
     total = next(line.split() for line in out.splitlines() if line.startswith("total"))
-    assert total[1:] == ["17", "20", f"{35 / 60:.1f}", f"{(36 + 105 + 180) / 60:.1f}"]
-    assert "16 jobs x 3 min, 1 job x 11 min, 3 jobs x 60 min" in out
+    assert total[1:3] == ["17", "20"]
+    assert [float(h) for h in total[3:]] == pytest.approx([33 / 60, (36 + 99 + 180) / 60],
+                                                          abs=0.051)  # printed to 0.1 h
+    text = " ".join(out.split())
+    assert f"(minutes x jobs): 3 x 16, {JAX_MIN} x 1, 60 x 3." in text
+    assert ("Estimated from the cell's measured time in results-campaign/: 0 cells; from the "
+            "cost model") in text and "compilation): 17;" in text
 
 
 def test_a_bad_config_is_named_not_planned(tmp_path, capsys):
@@ -108,3 +135,23 @@ def test_a_bad_config_is_named_not_planned(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     assert plan_campaign.main(["--configfile", str(tmp_path / "bad.yaml")]) == 2
     assert "gpu_model" in capsys.readouterr().err
+
+
+def test_a_cell_measured_by_an_earlier_run_of_the_tree_is_planned_at_its_time(tmp_path, capsys):
+    """The jax cell ran before in the config's results tree (results-campaign/): 100 s. Its
+    job asks for (30 s of Snakemake's start + 100 s) x 3 = 390 s -> 7 min, not the model's."""
+    run, _ = plan(tmp_path, CONFIG)
+    cell = next(c for c in run.cells if c.framework == "jax")
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    info = {"status": "ok", "cell": dataclasses.asdict(cell),
+            "workload": run.workloads.sizes(cell.model, cell.task),
+            "started_at": start.isoformat(),
+            "ended_at": (start + datetime.timedelta(seconds=100)).isoformat()}
+    schema.write_raw(str(tmp_path / run.results / cell.raw_path), dataclasses.asdict(cell),
+                     [], info)
+    run = plan_campaign.load_run([str(tmp_path / "campaign.yaml")], working_dir=tmp_path)
+    jax = [j for j in plan_campaign.slurm_jobs(run) if j.framework == "jax"]
+    assert [(j.runtime_min, j.walltime_from) for j in jax] == [(7, "measured")]
+    print(plan_campaign.report(run, plan_campaign.slurm_jobs(run), "campaign.yaml"))
+    text = " ".join(capsys.readouterr().out.split())
+    assert "measured time in results-campaign/: 1 cell;" in text

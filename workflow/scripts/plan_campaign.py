@@ -10,8 +10,9 @@ asks for, an upper bound (a job ends when its cell does).
 
 Everything comes from the pipeline's own reading of the config (adbench/config.py: the
 schema, the grids, the workloads, the `cluster` section's resources) and from the rules'
-resources (each timing job's runtime is its (model, task)'s budget, rounded up to minutes,
-plus one; a reference job's is REFERENCE_RUNTIME_MIN): the same numbers the jobs are
+resources: a timing job's runtime is adbench.config.Walltimes' (the cell's estimate, from
+an earlier run of the results tree or the cost model, times the margin, between the floor
+and the budget), a reference job's REFERENCE_RUNTIME_MIN: the same numbers the jobs are
 submitted with. The config is read as Snakemake reads it: the config files merged in
 order (config/config.yaml when none is given), then the site profile's `config:` key, or
 the --config values, which replace it (Snakemake's rule for a key given both ways).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -43,6 +45,7 @@ class Job:
     gpus: int
     partition: str | None
     gpu_model: str | None
+    walltime_from: str = "fixed"  # a timing job's: measured | model | budget
 
     @property
     def gpu_hours(self) -> float:
@@ -60,11 +63,11 @@ def slurm_jobs(run: run_config.Run) -> list[Job]:
     jobs = []
     for cell in run.cells:
         resources = run_config.slurm_resources(cluster, cell.device, cell.threads)
-        jobs.append(Job("measure", cell.framework, cell.device,
-                        run.workloads.runtime_min(cell.model, cell.task),
+        walltime = run.walltimes.of(cell)
+        jobs.append(Job("measure", cell.framework, cell.device, walltime.minutes,
                         run_config.job_cpus(cluster, cell.device, cell.threads),
                         run_config.cell_gpus(cell.device), resources.get("slurm_partition"),
-                        resources.get("gpu_model")))
+                        resources.get("gpu_model"), walltime.source))
     reference = run_config.slurm_resources(cluster, "cpu")
     jobs += [Job("reference", "reference", "cpu", run_config.REFERENCE_RUNTIME_MIN, 1, 0,
                  reference.get("slurm_partition"), None)
@@ -116,6 +119,10 @@ def minutes(values) -> str:
     values = list(values)
     low, high = min(values), max(values)
     return f"{low} min" if low == high else f"{low}-{high} min"
+
+
+def cells(count: int) -> str:
+    return f"{count} cell{'s' if count != 1 else ''}"
 
 
 def asks(jobs: list[Job]) -> str:
@@ -174,15 +181,23 @@ def report(run: run_config.Run, jobs: list[Job], source: str) -> str:
                  hours(sum(j.gpu_hours for j in jobs)), hours(sum(j.cpu_hours for j in jobs))])
     lines += table(rows)
     by_walltime = Counter(j.runtime_min for j in jobs)
-    lines += [
-        "",
-        "Walltime requested per job: " + ", ".join(
-            f"{count} job{'s' if count > 1 else ''} x {runtime} min"
-            for runtime, count in sorted(by_walltime.items())) + ".",
-        "A timing job's walltime is its workload's budget_s rounded up to minutes, plus one;",
-        "GPU-hours and CPU-hours requested are each job's walltime x its GPUs and CPUs: an",
+    sources = Counter(j.walltime_from for j in timing)
+    walltimes = run.walltimes
+    notes = [
+        "Walltime requested per job (minutes x jobs): " + ", ".join(
+            f"{runtime} x {count}" for runtime, count in sorted(by_walltime.items())) + ".",
+        f"A timing job's walltime is its cell's estimated time x {walltimes.margin:g} "
+        f"(cluster.walltime_margin), at least {walltimes.floor_min} min "
+        "(cluster.walltime_floor_min), at most its budget_s rounded up to minutes plus one "
+        f"(the limit run_cell.py kills the cell at). Estimated from the cell's measured time "
+        f"in {run.results}/: {cells(sources['measured'])}; from the cost model (workload x "
+        f"cost per iteration, start-up, compilation): {sources['model']}; the budget (timed "
+        f"out or left unfinished before): {sources['budget']}.",
+        "GPU-hours and CPU-hours requested are each job's walltime x its GPUs and CPUs: an "
         "upper bound, since a job ends when its cell does.",
     ]
+    for note in notes:
+        lines += ["", *textwrap.wrap(note, 92, break_on_hyphens=False)]
     return "\n".join(lines) + "\n"
 
 
