@@ -189,3 +189,50 @@ def test_a_measured_cell_records_its_memory(repo, tmp_path):
     assert 10 * MB < info["rss_after_step_bytes"] <= info["rss_peak_bytes"]
     assert info["peak_device_memory_bytes"] is None
     assert info["peak_device_reserved_bytes"] is None
+
+
+# ------------------------------------------------------------------ the memory table
+def memory_cells() -> "pd.DataFrame":
+    import pandas as pd
+
+    base = {"mode": "eager", "model": "mlp512", "task": "backward", "device": "cpu",
+            "threads": 1, "status": "ok", "peak_device_memory_bytes": None,
+            "peak_device_reserved_bytes": None}
+    scope = "measured phase (VmHWM reset by /proc/self/clear_refs)"
+    rows = [  # torch: three processes, peaks over baseline 10, 30 and 20 MB; jax: one
+        {**base, "framework": "torch", "seed": s, "rss_baseline_bytes": 100 * MB,
+         "rss_peak_bytes": (100 + add) * MB, "rss_after_step_bytes": (100 + held) * MB,
+         "rss_peak_scope": scope}
+        for s, add, held in ((0, 10, 1), (1, 30, 3), (2, 20, 2))
+    ] + [
+        {**base, "framework": "jax", "seed": 0, "rss_baseline_bytes": 200 * MB,
+         "rss_peak_bytes": 400 * MB, "rss_after_step_bytes": 250 * MB,
+         "rss_peak_scope": "process start: the peak could not be reset (PermissionError)"},
+        {**base, "framework": "jax", "seed": 1, "status": "failed", "rss_baseline_bytes": 1,
+         "rss_peak_bytes": 10 ** 12, "rss_after_step_bytes": 1, "rss_peak_scope": scope},
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_memory_table_medians_over_ok_processes_per_condition():
+    from adbench import tables
+
+    table = tables.memory_table(memory_cells())
+    assert list(table.columns) == tables.MEMORY_COLUMNS
+    assert list(table["framework"]) == ["torch", "jax"]  # spec order, failed cell left out
+    torch, jax = (r for _, r in table.iterrows())
+    assert (torch["n_processes"], torch["n_peak_from_start"]) == (3, 0)
+    assert torch["peak_over_baseline_bytes"] == 20 * MB
+    assert torch["held_after_step_bytes"] == 102 * MB
+    assert torch["held_over_baseline_bytes"] == 2 * MB
+    assert (jax["n_processes"], jax["n_peak_from_start"]) == (1, 1)
+    assert jax["peak_over_baseline_bytes"] == 200 * MB
+    assert table["device_peak_allocated_bytes"].isna().all()
+
+
+def test_memory_table_of_cells_without_memory_is_empty_with_its_header():
+    from adbench import tables
+
+    old = memory_cells().drop(columns=["rss_peak_bytes", "rss_peak_scope"])
+    assert tables.memory_table(old).empty
+    assert list(tables.memory_table(old).columns) == tables.MEMORY_COLUMNS

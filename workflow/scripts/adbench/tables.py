@@ -427,3 +427,53 @@ def write_table(table: TableInfo, tidy: pd.DataFrame, stem: str) -> None:
         f.write(to_markdown(tidy, table))
     with open(f"{stem}.tex", "w") as f:
         f.write(to_latex(tidy, table))
+
+
+# ----------------------------------------------------------------------------- memory
+# The memory a step needs (issue 26), one row per condition (a cell without its seed), the
+# medians over its ok processes of aggregate's cells.parquet memory fields
+# (schema.MEMORY_FIELDS), bytes:
+#     peak_over_baseline_bytes   rss_peak_bytes - rss_baseline_bytes: what the measured phase
+#                                added at its peak over what the process held before it
+#     held_after_step_bytes      rss_after_step_bytes: resident once the last step returned
+#     held_over_baseline_bytes   rss_after_step_bytes - rss_baseline_bytes
+#     device_peak_allocated_bytes, device_peak_reserved_bytes   a cuda cell's, where recorded
+#     n_processes                ok processes with a resident-memory record
+#     n_peak_from_start          of them, those whose peak could not be reset (it counts from
+#                                the process's start: peak_over_baseline_bytes is then larger)
+MEMORY_KEYS = ["device", "framework", "mode", "model", "task", "threads"]
+MEMORY_COLUMNS = [
+    *MEMORY_KEYS,
+    "n_processes",
+    "n_peak_from_start",
+    "peak_over_baseline_bytes",
+    "held_after_step_bytes",
+    "held_over_baseline_bytes",
+    "device_peak_allocated_bytes",
+    "device_peak_reserved_bytes",
+]
+
+
+def memory_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """The tidy memory table (MEMORY_COLUMNS) of cells.parquet's ok cells; empty, with its
+    header, where no cell recorded its memory (cells aggregated before it was measured)."""
+    needed = {"rss_baseline_bytes", "rss_peak_bytes", "rss_after_step_bytes", "rss_peak_scope"}
+    if not needed <= set(cells.columns):
+        return pd.DataFrame(columns=MEMORY_COLUMNS)
+    ok = cells[(cells["status"] == "ok") & cells["rss_peak_bytes"].notna()].copy()
+    if ok.empty:
+        return pd.DataFrame(columns=MEMORY_COLUMNS)
+    ok["peak_over_baseline_bytes"] = ok["rss_peak_bytes"] - ok["rss_baseline_bytes"]
+    ok["held_after_step_bytes"] = ok["rss_after_step_bytes"]
+    ok["held_over_baseline_bytes"] = ok["rss_after_step_bytes"] - ok["rss_baseline_bytes"]
+    ok["from_start"] = ~ok["rss_peak_scope"].fillna("").str.startswith("measured phase")
+    for mine, theirs in (("device_peak_allocated_bytes", "peak_device_memory_bytes"),
+                         ("device_peak_reserved_bytes", "peak_device_reserved_bytes")):
+        ok[mine] = pd.to_numeric(ok[theirs], errors="coerce") if theirs in ok else math.nan
+    medians = ["peak_over_baseline_bytes", "held_after_step_bytes", "held_over_baseline_bytes",
+               "device_peak_allocated_bytes", "device_peak_reserved_bytes"]
+    grouped = ok.groupby(MEMORY_KEYS, sort=False)
+    table = grouped[medians].median().join(
+        grouped.agg(n_processes=("seed", "size"), n_peak_from_start=("from_start", "sum")))
+    table = table.reset_index().sort_values(MEMORY_KEYS, key=spec_order, kind="stable")
+    return table[MEMORY_COLUMNS].reset_index(drop=True)
