@@ -131,3 +131,16 @@ def test_the_limitations_come_from_the_run():
     assert "validate\\_harness.py" in said
     run_everywhere = " ".join(paper_context.limitations(cells, env, verdicts[:0], True))
     assert "validate" not in run_everywhere and "the claims plan" not in run_everywhere
+
+
+def test_what_is_timed_describes_the_modes_the_run_measured():
+    cells = pd.DataFrame(
+        [{"framework": "torch", "mode": m, "model": "mlp512", "task": "backward",
+          "device": "cpu", "threads": 1, "seed": 0, "status": "ok"} for m in ("eager", "script")]
+    )
+    modes = paper_context.modes_context(cells)
+    assert [m["label"] for m in modes["measured"]] == [
+        paper_context.pair_label("torch", "eager"), paper_context.pair_label("torch", "script")]
+    assert paper_context.pair_label("tensorflow", "graph") in modes["others"]
+    rows = paper_context.tasks_context(cells)["modes"]
+    assert [r["label"] for r in rows] == [m["label"] for m in modes["measured"]]

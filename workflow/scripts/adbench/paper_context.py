@@ -233,20 +233,33 @@ def models_context(measured: set, cells=None) -> list[dict]:
     return rows
 
 
-def modes_context() -> list[dict]:
-    return [
-        {
-            "label": pair_label(f, m),
-            "compiled": info.compiled,
-            "whole_step": info.whole_step,
-            "description": latex(info.description),
-        }
-        for f, fw in FRAMEWORKS.items()
-        for m, info in fw.modes.items()
-    ]
+def modes_in_grid(cells: pd.DataFrame | None) -> set[tuple[str, str]]:
+    """The (framework, mode) pairs this run's grid has cells of (every pair without cells)."""
+    if cells is None or cells.empty:
+        return {(f, m) for f, fw in FRAMEWORKS.items() for m in fw.modes}
+    return set(zip(cells["framework"], cells["mode"]))
 
 
-def tasks_context() -> dict:
+def modes_context(cells: pd.DataFrame | None = None) -> dict:
+    """The modes this run measured, described; the spec's others named in one line."""
+    ran = modes_in_grid(cells)
+    pairs = [(f, m, info) for f, fw in FRAMEWORKS.items() for m, info in fw.modes.items()]
+    return {
+        "measured": [
+            {
+                "label": pair_label(f, m),
+                "compiled": info.compiled,
+                "whole_step": info.whole_step,
+                "description": latex(info.description),
+            }
+            for f, m, info in pairs
+            if (f, m) in ran
+        ],
+        "others": ", ".join(pair_label(f, m) for f, m, _ in pairs if (f, m) not in ran),
+    }
+
+
+def tasks_context(cells: pd.DataFrame | None = None) -> dict:
     """The tasks, what each computes, and which quantities every mode records for each (a
     row per mode: any number of frameworks fits)."""
     rows = [
@@ -267,6 +280,7 @@ def tasks_context() -> dict:
         }
         for f, fw in FRAMEWORKS.items()
         for m in fw.modes
+        if (f, m) in modes_in_grid(cells)
     ]
     return {
         "rows": rows,
