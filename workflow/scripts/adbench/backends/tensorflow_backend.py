@@ -116,7 +116,7 @@ def gpu_info(device: str) -> dict | None:
             "cuda_version": build.get("cuda_version"),
             "cudnn_version": build.get("cudnn_version"),
             "peak_memory_scope": "tf.config.experimental.get_memory_info('GPU:0')['peak'], "
-                                 "reset before the timed loop (warm-up included)"}
+                                 "reset at the first measured iteration (warm-up excluded)"}
 
 
 def cuda_runtime() -> tuple[str | None, str]:

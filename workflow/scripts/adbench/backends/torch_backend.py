@@ -86,8 +86,8 @@ def gpu_info(device: str) -> dict | None:
             "compute_capability": f"{props.major}.{props.minor}",
             "cuda_version": torch.version.cuda,
             "cudnn_version": str(cudnn) if cudnn else None,
-            "peak_memory_scope": "torch.cuda.max_memory_allocated (tensors), reset before the "
-                           "timed loop (warm-up included)"}
+            "peak_memory_scope": "torch.cuda.max_memory_allocated (tensors), reset at the "
+                           "first measured iteration (warm-up excluded)"}
 
 
 def cuda_runtime() -> tuple[str | None, str]:
