@@ -73,6 +73,7 @@ rule tables:
         code=code("make_tables.py"),
     output:
         reported_tables(),
+        reported(MEMORY_FILE, "memory", "Tables"),
     log:
         tree("logs/tables.log"),
     conda:

@@ -286,6 +286,7 @@ def tolerance_args():
 
 
 TABLE_FILES = [tree(f"tables/{t}.{ext}") for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")]
+MEMORY_FILE = tree("tables/memory.csv")  # make_tables.MEMORY_FILE
 FIGURE_FILES = {
     f"{name}_{ext}": tree(f"figures/{name}.{ext}")
     for name in ("first_iterations", "jacobians", "frameworks")

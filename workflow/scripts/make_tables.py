@@ -23,6 +23,9 @@ from adbench import tables  # noqa: E402
 from adbench.spec import TABLES  # noqa: E402
 
 
+MEMORY_FILE = "memory.csv"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--summary", required=True)
@@ -42,6 +45,8 @@ def main(argv=None) -> int:
                                  args.noise_threshold)
         tables.write_table(table, tidy, os.path.join(args.outdir, table.name))
         print(tables.to_markdown(tidy, table))
+    # Not one of the study's tables: the memory each condition's measured phase needed.
+    tables.memory_table(cells).to_csv(os.path.join(args.outdir, MEMORY_FILE), index=False)
     return 0
 
 
