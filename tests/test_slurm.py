@@ -9,13 +9,16 @@ config covers: every cell a SLURM job (its id in the Parquet provenance), the ta
 PDF built on the submit host; every submitted job (timing and reference) with the site's
 settings, by device: CPU jobs in `cpu` asking for no GPU, the CUDA cell in `gpu` asking for one
 GPU of the site's model, its constraint and its cores, the account, the QoS and a key of the
-site's own default-resources on every job; and a cell that fails recorded `failed` with its
-log while the rest run. What SLURM recorded is read with `scontrol show job` (no accounting
-database here, so no sacct); the QoS, which SLURM drops without one, from the sbatch calls
-themselves (an `sbatch` first on PATH records each call and passes it on). A second run has
-one of its jobs cancelled by SLURM mid-cell: that job alone fails, with SLURM's log, the rest
-finish (--keep-going), and the next run re-submits it alone. The daemons are stopped by PID
-afterwards, also when a test fails.
+site's own default-resources on every job; each timing job's time limit the estimate of its
+cell (adbench.config.Walltimes), not its budget; a cell that fails recorded `failed` with its
+log while the rest run; and the CUDA cell, whose framework (torch's CPU build) sees no GPU on
+the fake one, recorded `failed` with the framework's words and planned again, alone, by the
+next run (a dry run after the first). What SLURM recorded is read with `scontrol show job`
+(no accounting database here, so no sacct); the QoS, which SLURM drops without one, from the
+sbatch calls themselves (an `sbatch` first on PATH records each call and passes it on). A
+second run has one of its jobs cancelled by SLURM mid-cell: that job alone fails, with
+SLURM's log, the rest finish (--keep-going), and the next run re-submits it alone, asking for
+the budget's walltime. The daemons are stopped by PID afterwards, also when a test fails.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from adbench import schema
+from adbench import config as run_config
+from adbench import schema, spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import pipeline_cost  # noqa: E402  (a fresh copy of the checkout)
+import plan_campaign  # noqa: E402  (workflow/scripts: the config as the workflow reads it)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slurm]
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +53,8 @@ CONFIG = {
     "grid": [
         {"frameworks": {"torch": ["eager", "script"]}, "models": ["mlp512"],
          "tasks": ["backward"], "seeds": [0, 1]},
-        # No CUDA here: the cell asks SLURM for the fake GPU and its framework sees none.
+        # No CUDA here: the cell asks SLURM for the fake GPU and its framework (torch's CPU
+        # build) sees none: failed, and re-timed by the next run.
         {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "tasks": ["backward"],
          "devices": ["cuda"], "seeds": [0]},
         # Asks for 2 threads; the run grants measure jobs 1 (--set-threads): it fails.
@@ -135,7 +141,11 @@ def run(slurm, tmp_path_factory):
     assert result.returncode == 0, log[-8000:]
     calls = [json.loads(line) for line in
              Path(env["ADBENCH_SBATCH_CALLS"]).read_text().splitlines()]
-    return workdir, log, calls
+    # What the next run would submit: a dry run (it plans, submits nothing).
+    again = subprocess.run([*cmd[4:], "-n"], cwd=workdir, capture_output=True, text=True,
+                           timeout=300)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    return workdir, log, calls, again.stdout + again.stderr
 
 
 def cells_of(workdir: Path) -> pd.DataFrame:
@@ -148,7 +158,7 @@ def provenance(workdir: Path) -> list[dict]:
 
 
 def test_every_cell_ran_as_a_slurm_job_and_the_paper_was_built(run):
-    workdir, log, _ = run
+    workdir, log, _, _ = run
     infos = provenance(workdir)
     assert len(infos) == 6, log[-8000:]
     job_ids = [info["allocation"]["job_id"] for info in infos]
@@ -172,8 +182,17 @@ def options(args: list[str]) -> list[str]:
     return [a for a in args if not a.startswith("--wrap")]
 
 
+def walltimes_before(workdir: Path) -> run_config.Walltimes:
+    """The walltimes the run was submitted with: its results tree was empty then (the cost
+    model's estimates, with the config's margin and floor)."""
+    run = plan_campaign.load_run([str(workdir / "slurm.yaml")],
+                                 str(workdir / "tests" / "slurm" / "profile"), working_dir=workdir)
+    return run_config.Walltimes(run.workloads, run.config["cluster"], workdir / "empty")
+
+
 def test_every_job_carries_the_sites_settings_by_device(run):
-    workdir, log, calls = run
+    workdir, log, calls, _ = run
+    walltimes = walltimes_before(workdir)
     jobs = {}
     for call in calls:
         args = options(call["args"])
@@ -201,13 +220,36 @@ def test_every_job_carries_the_sites_settings_by_device(run):
         assert f"--qos={SITE_CLUSTER['qos']}" in args, args
         # ... and the site's own default-resources key (slurm_extra: --nice=7)
         assert "--nice=7" in args and job["Nice"] == "7", (args, job)
-    # the CUDA cell was given the (fake) GPU; its status is its framework's business
+        # a timing job's time limit: its cell's estimate, not the 61 minutes of its budget
+        if comment.startswith("rule_measure_"):
+            device, framework, mode, model, task, threads, seed = comment.split(
+                "_wildcards_")[1].split("_")
+            cell = spec.Cell(framework, mode, model, task, device, int(threads), int(seed))
+            minutes = walltimes.of(cell).minutes
+            assert minutes < 61 and job["TimeLimit"] == f"00:{minutes:02d}:00", (cell, job)
+        else:
+            assert job["TimeLimit"] == "01:00:00", job
+    # the CUDA cell was given the (fake) GPU
     infos = {info["cell"]["device"]: info for info in provenance(workdir)}
     assert infos["cuda"]["allocation"]["gpus"], infos["cuda"]["allocation"]
 
 
+def test_the_cuda_cell_that_sees_no_gpu_fails_and_the_next_run_resubmits_it(run):
+    """The fake GPU is no CUDA device, and this Python's torch a CPU build: the cell is
+    `failed` with torch's own words (never `unsupported`), and the next run plans it again,
+    alone: no ok cell, no cell failed for another reason."""
+    workdir, _, _, again = run
+    cells = cells_of(workdir)
+    cuda = cells[cells["device"] == "cuda"]
+    assert list(cuda["status"]) == ["failed"], cuda[["status", "message"]]
+    assert "Torch not compiled with CUDA enabled" in cuda["message"].iloc[0]
+    planned = [block.split("wildcards: ", 1)[1].split("\n", 1)[0]
+               for block in again.split("\nrule measure:")[1:]]
+    assert len(planned) == 1 and "device=cuda" in planned[0], (planned, again[-3000:])
+
+
 def test_a_failed_cell_is_recorded_with_its_log_and_the_rest_ran(run):
-    workdir, _, _ = run
+    workdir, _, _, _ = run
     cells = cells_of(workdir)
     failed = cells[(cells["status"] == "failed") & (cells["device"] == "cpu")]
     assert list(failed["threads"]) == [2]
@@ -228,6 +270,9 @@ LOST_CONFIG = {
               "seeds": [0, 1, 2]}],
     "workload": {"warmup": 2, "iterations": 1500, "models": {"mlp512": {"n_samples": 1280}}},
 }
+
+
+LOST_LOG = "logs/measure/cpu/torch/eager/mlp512/backward/t1/seed{seed}.log"
 
 
 def running_measure_jobs() -> list[tuple[str, str]]:
@@ -252,9 +297,12 @@ def lost_job(slurm, tmp_path_factory):
     cancelled, deadline = None, time.monotonic() + 600
     while job.poll() is None and cancelled is None and time.monotonic() < deadline:
         for job_id, comment in running_measure_jobs():
-            subprocess.run(["scancel", job_id], check=True, timeout=30)
-            cancelled = (job_id, comment)
-            break
+            # mid-cell: once the cell's timing process has started (its log written)
+            seed = comment.rsplit("_", 1)[1]
+            if (workdir / LOST_OUT / LOST_LOG.format(seed=seed)).exists():
+                subprocess.run(["scancel", job_id], check=True, timeout=30)
+                cancelled = (job_id, comment)
+                break
         time.sleep(0.2)
     log = job.communicate(timeout=900)[0]
     written = sorted((workdir / LOST_OUT / "raw").rglob("*.parquet"))
@@ -270,8 +318,12 @@ def test_a_job_slurm_ends_fails_alone_with_its_log_and_the_next_run_resubmits_it
     assert returncode != 0, log[-6000:]
     assert "Error in rule measure" in log and f"{job_id}.log" in log, log[-6000:]
     assert len(written) == 2, (written, log[-6000:])
-    # The next run submits that cell alone, and finishes the analysis and the paper.
+    # The next run submits that cell alone, and finishes the analysis and the paper; it asks
+    # for the budget's walltime (3600 s: 61 min), since the estimate was not enough, or the
+    # job was ended for another reason (adbench.config.Walltimes).
     resumed_log = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, resumed_log[-6000:]
     assert resumed_log.count("rule measure:") == 1, resumed_log[-6000:]
+    block = resumed_log.split("rule measure:", 1)[1].split("\n\n", 1)[0]
+    assert f"seed={comment.rsplit('_', 1)[1]}" in block and "runtime=61," in block, block
     assert (workdir / LOST_OUT / "paper" / "paper.pdf").stat().st_size > 0
