@@ -216,3 +216,11 @@ def test_cluster_values_from_the_command_line_are_read_by_the_schema():
     run = checked(with_fault({"cluster": {"cuda_cpus": "8", "gpu_partition": "gpu"}}))
     assert run.config["cluster"] == {"cuda_cpus": 8, "gpu_partition": "gpu",
                                      "walltime_margin": 3, "walltime_floor_min": 5}
+
+
+def test_a_budget_is_an_integer_resource_where_it_is_whole():
+    """Cells packed into one cluster job may differ in it: Snakemake merges integers, and
+    refuses strings that differ (docs/cluster.md, "Packing")."""
+    assert run_config.budget_resource(3600.0) == 3600
+    assert isinstance(run_config.budget_resource(3600.0), int)
+    assert run_config.budget_resource(0.5) == "0.5"

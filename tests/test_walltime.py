@@ -145,6 +145,15 @@ def test_a_cell_left_unfinished_asks_for_its_budget(tmp_path):
     assert walltimes(tmp_path).of(MLP) == run_config.Walltime(61, 3600, "budget")
 
 
+def test_an_empty_log_is_a_cell_that_never_started(tmp_path):
+    # Snakemake leaves an empty log for each cell of a packed job ended before their turn:
+    # they ask for their estimate again.
+    log = tmp_path / MLP.log_path
+    log.parent.mkdir(parents=True)
+    log.touch()
+    assert walltimes(tmp_path).of(MLP).source == "model"
+
+
 def test_an_unreadable_raw_file_falls_back_to_the_aggregate_then_the_model(tmp_path):
     raw = tmp_path / MLP.raw_path
     raw.parent.mkdir(parents=True)

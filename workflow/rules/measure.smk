@@ -31,8 +31,9 @@ rule measure:
     conda:
         cell_conda_env
     threads: same_for_every_cell(lambda cell: int(cell.threads))
-    # Timing jobs never share a machine with each other: limit 1 in profiles/default; a
-    # cluster profile sets no limit (each job is its own allocation; docs/cluster.md).
+    # Timing jobs never share a machine with each other: timing_lock, limit 1 in
+    # profiles/default; in profiles/slurm the same limit, scoped local, runs the cells packed
+    # into one SLURM job one at a time, while the packs run side by side (docs/cluster.md).
     # Budget, memory, walltime and the cluster's settings are resources, not parameters:
     # changing one re-times nothing. The walltime (runtime, minutes: SLURM's --time) is an
     # estimate of the cell with the config's margin, at most the budget plus a minute
@@ -43,8 +44,11 @@ rule measure:
     resources:
         **cell_slurm_resources(),
         timing_lock=1,
-        # A string: Snakemake's numeric resources are integers, a budget may be 0.5 s.
-        budget_s=same_for_every_cell(lambda cell: f"{WORKLOADS.budget_s(cell.model, cell.task):g}"),
+        # An integer, or a string where it is not whole (a budget may be 0.5 s): Snakemake's
+        # numeric resources are integers, and a packed job's string resources must agree.
+        budget_s=same_for_every_cell(
+            lambda cell: run_config.budget_resource(WORKLOADS.budget_s(cell.model, cell.task))
+        ),
         runtime=lambda wc, attempt: RUN.walltimes.runtime_min(wc, attempt),
         mem_mb=lambda wc, attempt: WORKLOADS.mem_mb(wc.model, wc.task) * attempt,
         # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.

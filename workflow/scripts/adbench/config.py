@@ -209,6 +209,13 @@ class Workloads:
         return math.ceil(self.budget_s(model, task) / 60) + 1
 
 
+def budget_resource(budget_s: float) -> int | str:
+    """A budget as rule measure's budget_s resource (the shell line's --budget-s): an integer
+    where it is whole, since the cells packed into one cluster job may differ in it and
+    Snakemake merges integers but refuses strings that differ; else its shortest text."""
+    return int(budget_s) if float(budget_s).is_integer() else f"{budget_s:g}"
+
+
 def workload_problems(grids: list[dict], cells: list, workloads: Workloads,
                       core_limit: int | None) -> list[str]:
     """Thread counts the machine cannot give (core_limit None: a cluster, where each job
@@ -363,8 +370,8 @@ class Walltimes:
     """Each timing job's walltime: rule measure's runtime and plan_campaign.py's, one function.
 
     The estimate, in this order: the budget's walltime for a cell an earlier run left
-    unfinished (its log written, no raw file: its job was ended by the cluster's time limit,
-    scancel or a lost node; or it is running now) or recorded `timeout`; the cell's measured
+    unfinished (a line in its log, no raw file: its job was ended by the cluster's time
+    limit, scancel or a lost node; or it is running now) or recorded `timeout`; the cell's measured
     wall time (its raw file's started_at to ended_at, else its row in aggregate/cells.parquet)
     where that run was `ok` with the same warm-up, iterations and data sizes; else the model
     (modelled_cell_s). Snakemake's own start in the job is added to a measured time.
@@ -393,6 +400,14 @@ class Walltimes:
             return {}
         return {tuple(str(row[f]) for f in spec.CELL_FIELDS): row for row in rows}
 
+    def started(self, cell: spec.Cell) -> bool:
+        """Whether a cell's job got as far as its timing process: its log has a line (a job
+        that never started has none; Snakemake may leave it empty)."""
+        try:
+            return (self.tree / cell.log_path).stat().st_size > 0
+        except OSError:
+            return False
+
     def recorded(self, cell: spec.Cell) -> dict | None:
         """The earlier run's record of a cell: status, started_at, ended_at, workload."""
         raw = self.tree / cell.raw_path
@@ -405,7 +420,7 @@ class Walltimes:
                         "ended_at": info.get("ended_at"), **info.get("workload", {})}
             except Exception:  # noqa: BLE001  unreadable (or no pyarrow): try the aggregate
                 pass
-        elif (self.tree / cell.log_path).exists():
+        elif self.started(cell):
             return {"status": "unfinished"}
         return self.aggregated.get(tuple(str(v) for v in dataclasses.astuple(cell)))
 
