@@ -112,9 +112,12 @@ def test_the_report_prints_the_counts_and_hours(tmp_path, capsys):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "config.yaml").write_text(yaml.safe_dump(SITE))
     assert plan_campaign.main(["--configfile", str(tmp_path / "campaign.yaml"),
-                               "--profile", str(tmp_path / "site")]) == 0
+                               "--profile", str(tmp_path / "site"),
+                               "--group-components", "cells_{device}_{framework}=1"]) == 0
     out = capsys.readouterr().out
-    assert "20 SLURM jobs" in out and "17 timing jobs" in out and "3 reference jobs" in out
+    text = " ".join(out.split())
+    assert "20 SLURM jobs, 17 timing jobs for 17 cells (rule measure, one per cell)" in text
+    assert "3 reference jobs" in text
     rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in out.splitlines()
             if line.split()[:1] and line.split()[0] in ("torch", "jax", "(reference)")}
     assert rows["torch cpu"][2:5] == ["8", "8", "c"]
@@ -124,7 +127,6 @@ def test_the_report_prints_the_counts_and_hours(tmp_path, capsys):
     assert total[1:3] == ["17", "20"]
     assert [float(h) for h in total[3:]] == pytest.approx([33 / 60, (36 + 99 + 180) / 60],
                                                           abs=0.051)  # printed to 0.1 h
-    text = " ".join(out.split())
     assert f"(minutes x jobs): 3 x 16, {JAX_MIN} x 1, 60 x 3." in text
     assert ("Estimated from the cell's measured time in results-campaign/: 0 cells; from the "
             "cost model") in text and "compilation): 17;" in text
@@ -151,7 +153,53 @@ def test_a_cell_measured_by_an_earlier_run_of_the_tree_is_planned_at_its_time(tm
                      [], info)
     run = plan_campaign.load_run([str(tmp_path / "campaign.yaml")], working_dir=tmp_path)
     jax = [j for j in plan_campaign.slurm_jobs(run) if j.framework == "jax"]
-    assert [(j.runtime_min, j.walltime_from) for j in jax] == [(7, "measured")]
+    assert [(j.runtime_min, j.walltime_from) for j in jax] == [(7, ("measured",))]
     print(plan_campaign.report(run, plan_campaign.slurm_jobs(run), "campaign.yaml"))
     text = " ".join(capsys.readouterr().out.split())
     assert "measured time in results-campaign/: 1 cell;" in text
+
+
+# ------------------------------------------------------------------ packed jobs
+def test_packed_jobs_run_their_cells_in_series(tmp_path):
+    """3 cells of one (framework, device) a job, in the config's order. torch cpu: eager t1
+    s0, t1 s1, t2 s0 | eager t2 s1, script t1 s0, t1 s1 | script t2 s0, t2 s1: 3 + 3 + 2 cells
+    of 3 min -> 9, 9, 6 min, each asking for the most CPUs of its cells (2). torch cuda the
+    same, 4 CPUs and 1 GPU each; jax's one cell alone, 9 min."""
+    run, _ = plan(tmp_path, CONFIG)
+    jobs = plan_campaign.slurm_jobs(run, pack=3)
+    timing = [j for j in jobs if j.rule == "measure"]
+    assert [(j.framework, j.device, j.cells, j.runtime_min, j.cpus, j.gpus) for j in timing] == [
+        ("torch", "cpu", 3, 9, 2, 0), ("torch", "cpu", 3, 9, 2, 0), ("torch", "cpu", 2, 6, 2, 0),
+        ("torch", "cuda", 3, 9, 4, 1), ("torch", "cuda", 3, 9, 4, 1),
+        ("torch", "cuda", 2, 6, 4, 1), ("jax", "cuda", 1, JAX_MIN, 4, 1)]
+    assert len(jobs) == 7 + 3
+    # GPU-hours as unpacked (8 x 3 + 9 min); CPU-hours more where a pack mixes thread counts:
+    # CPU cells (9 + 9 + 6) x 2 = 48 min, CUDA (24 + 9) x 4 = 132, references 180.
+    assert sum(j.gpu_hours for j in jobs) == pytest.approx(33 / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((48 + 132 + 180) / 60)
+    report = " ".join(plan_campaign.report(run, jobs, "campaign.yaml", 3).split())
+    assert ("10 SLURM jobs, 7 timing jobs for 17 cells (rule measure, up to 3 cells of one "
+            "framework and device each, run one after another)") in report
+    assert "(minutes x jobs): 6 x 2, 9 x 5, 60 x 3." in report
+
+
+def write_profile(folder: Path, keys: dict) -> str:
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(keys))
+    return str(folder)
+
+
+def test_cells_per_job_are_read_as_snakemake_reads_the_profiles(tmp_path):
+    workflow = plan_campaign.WORKFLOW_PROFILE
+    assert plan_campaign.cells_per_job(workflow) == 10  # profiles/slurm
+    site = write_profile(tmp_path / "site", {
+        "groups": ["measure=mine"], "group-components": ["mine=5"]})
+    # the workflow profile comes last: its keys replace the site's whole
+    assert plan_campaign.cells_per_job(workflow, site) == 10
+    assert plan_campaign.cells_per_job(None, site) == 5
+    # the command line beats both
+    assert plan_campaign.cells_per_job(workflow, site, ["cells_{device}_{framework}=2"]) == 2
+    # no group for rule measure (or none of that group's size): a job per cell
+    assert plan_campaign.cells_per_job(None) == 1
+    other = write_profile(tmp_path / "other", {"groups": ["reference=refs"]})
+    assert plan_campaign.cells_per_job(None, other) == 1
