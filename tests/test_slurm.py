@@ -5,26 +5,29 @@ tests/slurm/localhost.sh starts slurmctld, slurmd and munged from Debian's packa
 declared for scheduling only (a gres gpu:fake:1 backed by /dev/null: it proves the request and
 the scheduling, not CUDA). tests/slurm/profile is that cluster's site profile, passed with
 --profile as a user passes theirs (profiles/slurm/site-example). One run of a small mixed
-config covers: every cell a SLURM job (its id in the Parquet provenance), the tables and the
-PDF built on the submit host; every submitted job (timing and reference) with the site's
-settings, by device: CPU jobs in `cpu` asking for no GPU, the CUDA cell in `gpu` asking for one
-GPU of the site's model, its constraint and its cores, the account, the QoS and a key of the
-site's own default-resources on every job; each timing job's time limit the estimate of its
-cell (adbench.config.Walltimes), not its budget; a cell that fails recorded `failed` with its
-log while the rest run; and the CUDA cell, whose framework (torch's CPU build) sees no GPU on
-the fake one, recorded `failed` with the framework's words and planned again, alone, by the
-next run (a dry run after the first). What SLURM recorded is read with `scontrol show job`
-(no accounting database here, so no sacct); the QoS, which SLURM drops without one, from the
-sbatch calls themselves (an `sbatch` first on PATH records each call and passes it on). A
-second run has one of its jobs cancelled by SLURM mid-cell: that job alone fails, with
-SLURM's log, the rest finish (--keep-going), and the next run re-submits it alone, asking for
-the budget's walltime. The daemons are stopped by PID afterwards, also when a test fails.
+config covers: every cell run in a SLURM job (its id in the Parquet provenance), the cells of
+one (framework, device) packed into one job (profiles/slurm), the tables and the PDF built on
+the submit host; every submitted job (packed timing and reference) with the site's settings,
+by device: CPU jobs in `cpu` asking for no GPU, the CUDA job in `gpu` asking for one GPU of
+the site's model, its constraint and its cores, the account, the QoS and a key of the site's
+own default-resources on every job; each packed job's time limit the sum of its cells'
+estimates (adbench.config.Walltimes), not their budgets; a cell that fails recorded `failed`
+with its log while the rest run; and the CUDA cell, whose framework (torch's CPU build) sees
+no GPU on the fake one, recorded `failed` with the framework's words and planned again,
+alone, by the next run (a dry run after the first). What SLURM recorded is read with
+`scontrol show job` (no accounting database here, so no sacct); the QoS, which SLURM drops
+without one, from the sbatch calls themselves (an `sbatch` first on PATH records each call
+and passes it on). A second run has its packed job of three cells cancelled by SLURM after
+the first cell finished: the finished cell is kept, the job fails with SLURM's log, and the
+next run submits only the other two, the one cut off asking for its budget's walltime. The
+daemons are stopped by PID afterwards, also when a test fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -161,9 +164,12 @@ def test_every_cell_ran_as_a_slurm_job_and_the_paper_was_built(run):
     workdir, log, _, _ = run
     infos = provenance(workdir)
     assert len(infos) == 6, log[-8000:]
-    job_ids = [info["allocation"]["job_id"] for info in infos]
     assert all(info["allocation"]["scheduler"] == "slurm" for info in infos), infos
-    assert all(job_ids) and len(set(job_ids)) == len(job_ids), job_ids
+    # packed (profiles/slurm): the cells of one (framework, device) share one SLURM job
+    job_ids = {device: {info["allocation"]["job_id"] for info in infos
+                        if info["cell"]["device"] == device} for device in ("cpu", "cuda")}
+    assert all(len(ids) == 1 and all(ids) for ids in job_ids.values()), job_ids
+    assert job_ids["cpu"] != job_ids["cuda"], job_ids
     for path in ("tables/table1_eager.csv", "verdicts/claims.csv", "paper/paper.pdf"):
         assert (workdir / OUT / path).stat().st_size > 0, path
     # the analysis ran on the submit host (localrules): Snakemake says so for each local job
@@ -182,10 +188,21 @@ def options(args: list[str]) -> list[str]:
     return [a for a in args if not a.startswith("--wrap")]
 
 
-def walltimes_before(workdir: Path) -> run_config.Walltimes:
+def measure_blocks(log: str) -> list[dict[str, str]]:
+    """Each timing job Snakemake printed (alone, or indented in a packed job's listing):
+    its wildcards and resources, as printed."""
+    return [dict(re.findall(r"^\s+(wildcards|resources): (.*)$", block, re.M))
+            for block in re.findall(r"rule measure:\n((?:[ \t]+\S.*\n?)+)", log)]
+
+
+def minutes_of(resources: str) -> int:
+    return int(re.search(r"\bruntime=(\d+)", resources).group(1))
+
+
+def walltimes_before(workdir: Path, config: str = "slurm.yaml") -> run_config.Walltimes:
     """The walltimes the run was submitted with: its results tree was empty then (the cost
     model's estimates, with the config's margin and floor)."""
-    run = plan_campaign.load_run([str(workdir / "slurm.yaml")],
+    run = plan_campaign.load_run([str(workdir / config)],
                                  str(workdir / "tests" / "slurm" / "profile"), working_dir=workdir)
     return run_config.Walltimes(run.workloads, run.config["cluster"], workdir / "empty")
 
@@ -199,10 +216,15 @@ def test_every_job_carries_the_sites_settings_by_device(run):
         comment = args[args.index("--comment") + 1]
         jobs[call["job_id"]] = (comment, args, scontrol(call["job_id"]))
     rules = sorted(comment.split("_wildcards_")[0] for comment, _, _ in jobs.values())
-    # 6 cells, 2 references (mlp512's gradients, seeds 0 and 1): nothing else submitted
-    assert rules == ["rule_measure"] * 6 + ["rule_reference"] * 2, (rules, log[-3000:])
+    # 6 cells in 2 packed jobs (profiles/slurm: a job for each (framework, device), here one
+    # CPU and one CUDA), 2 references (mlp512's gradients, seeds 0 and 1): nothing else
+    assert rules == ["rule_cells_cpu_torch_measure", "rule_cells_cuda_torch_measure",
+                     "rule_reference", "rule_reference"], (rules, log[-3000:])
+    cells_in = {}
+    for info in provenance(workdir):
+        cells_in.setdefault(info["allocation"]["job_id"], []).append(spec.Cell(**info["cell"]))
     for job_id, (comment, args, job) in jobs.items():
-        cuda = comment.startswith("rule_measure_wildcards_cuda_")
+        cuda = comment.startswith("rule_cells_cuda_")
         # by device: the partition, the GPU (of the site's model) and the constraint
         assert job["Partition"] == ("gpu" if cuda else "cpu"), (comment, job)
         if cuda:
@@ -220,13 +242,13 @@ def test_every_job_carries_the_sites_settings_by_device(run):
         assert f"--qos={SITE_CLUSTER['qos']}" in args, args
         # ... and the site's own default-resources key (slurm_extra: --nice=7)
         assert "--nice=7" in args and job["Nice"] == "7", (args, job)
-        # a timing job's time limit: its cell's estimate, not the 61 minutes of its budget
-        if comment.startswith("rule_measure_"):
-            device, framework, mode, model, task, threads, seed = comment.split(
-                "_wildcards_")[1].split("_")
-            cell = spec.Cell(framework, mode, model, task, device, int(threads), int(seed))
-            minutes = walltimes.of(cell).minutes
-            assert minutes < 61 and job["TimeLimit"] == f"00:{minutes:02d}:00", (cell, job)
+        # a packed job's time limit: the sum of its cells' estimates, each far below the 61
+        # minutes of its budget
+        if comment.startswith("rule_cells_"):
+            each = [walltimes.of(cell).minutes for cell in cells_in[job_id]]
+            total = sum(each)
+            assert max(each) < 61 and job["TimeLimit"] == (
+                f"{total // 60:02d}:{total % 60:02d}:00"), (each, job)
         else:
             assert job["TimeLimit"] == "01:00:00", job
     # the CUDA cell was given the (fake) GPU
@@ -243,8 +265,7 @@ def test_the_cuda_cell_that_sees_no_gpu_fails_and_the_next_run_resubmits_it(run)
     cuda = cells[cells["device"] == "cuda"]
     assert list(cuda["status"]) == ["failed"], cuda[["status", "message"]]
     assert "Torch not compiled with CUDA enabled" in cuda["message"].iloc[0]
-    planned = [block.split("wildcards: ", 1)[1].split("\n", 1)[0]
-               for block in again.split("\nrule measure:")[1:]]
+    planned = [block["wildcards"] for block in measure_blocks(again)]
     assert len(planned) == 1 and "device=cuda" in planned[0], (planned, again[-3000:])
 
 
@@ -260,8 +281,8 @@ def test_a_failed_cell_is_recorded_with_its_log_and_the_rest_ran(run):
     assert str(failed["log"].iloc[0]) in table
 
 
-# A job SLURM itself ends (scancel here; a node failure or a time limit alike): the cells are
-# long enough (a few seconds each) to be caught running.
+# A packed job SLURM itself ends midway (scancel here; a node failure or a time limit alike):
+# its three cells are long enough (a few seconds each) to be caught between two of them.
 LOST_OUT = "results-slurm-lost"
 LOST_CONFIG = {
     "environments": "current",
@@ -272,21 +293,25 @@ LOST_CONFIG = {
 }
 
 
-LOST_LOG = "logs/measure/cpu/torch/eager/mlp512/backward/t1/seed{seed}.log"
-
-
-def running_measure_jobs() -> list[tuple[str, str]]:
-    """(job id, comment) of the RUNNING measure jobs; the plugin's comment names the rule
-    and the wildcards."""
+def running_packed_jobs() -> list[tuple[str, str]]:
+    """(job id, comment) of the RUNNING packed timing jobs; the plugin's comment names the
+    group."""
     out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True,
                          text=True, timeout=30).stdout
-    return [tuple(line.split("|", 1)) for line in out.splitlines()
-            if "|rule_measure_" in line]
+    return [tuple(line.split("|", 1)) for line in out.splitlines() if "|rule_cells_" in line]
+
+
+def cell_files(workdir: Path, folder: str, suffix: str) -> set[str]:
+    """The seeds of the cells with a file in `folder` of the lost run's tree (a log: one with
+    a line, since Snakemake leaves an empty one for a cell that never started)."""
+    return {p.stem for p in (workdir / LOST_OUT / folder).rglob(f"*{suffix}")
+            if suffix != ".log" or p.stat().st_size}
 
 
 @pytest.fixture(scope="module")
 def lost_job(slurm, tmp_path_factory):
-    """A run during which one timing job is cancelled by SLURM, then the run that resumes."""
+    """A run whose packed timing job (its 3 cells) is cancelled by SLURM once one cell has
+    finished and the next has started, then the run that resumes."""
     workdir = tmp_path_factory.mktemp("slurm-lost")
     pipeline_cost.fresh_copy(workdir, cold=True)
     (workdir / "lost.yaml").write_text(yaml.safe_dump(LOST_CONFIG))
@@ -296,34 +321,45 @@ def lost_job(slurm, tmp_path_factory):
                            text=True)
     cancelled, deadline = None, time.monotonic() + 600
     while job.poll() is None and cancelled is None and time.monotonic() < deadline:
-        for job_id, comment in running_measure_jobs():
-            # mid-cell: once the cell's timing process has started (its log written)
-            seed = comment.rsplit("_", 1)[1]
-            if (workdir / LOST_OUT / LOST_LOG.format(seed=seed)).exists():
-                subprocess.run(["scancel", job_id], check=True, timeout=30)
-                cancelled = (job_id, comment)
-                break
+        running = running_packed_jobs()
+        finished = cell_files(workdir, "raw", ".parquet")
+        started = cell_files(workdir, "logs/measure", ".log")
+        if running and finished and started - finished:
+            subprocess.run(["scancel", running[0][0]], check=True, timeout=30)
+            cancelled = running[0]
         time.sleep(0.2)
     log = job.communicate(timeout=900)[0]
-    written = sorted((workdir / LOST_OUT / "raw").rglob("*.parquet"))
+    files = {folder: cell_files(workdir, folder, suffix) for folder, suffix in (
+        ("raw", ".parquet"), ("gradients", ".npz"), ("logs/measure", ".log"))}
     resumed = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900)
-    return workdir, cancelled, job.returncode, log, written, resumed
+    return workdir, cancelled, job.returncode, log, files, resumed
 
 
-def test_a_job_slurm_ends_fails_alone_with_its_log_and_the_next_run_resubmits_it(lost_job):
-    workdir, cancelled, returncode, log, written, resumed = lost_job
+def test_a_packed_job_slurm_ends_keeps_its_finished_cells_and_the_next_run_submits_the_rest(
+        lost_job):
+    workdir, cancelled, returncode, log, files, resumed = lost_job
+    finished, started = files["raw"], files["logs/measure"]
     assert cancelled, log[-6000:]
     job_id, comment = cancelled
     # Reported as failed, with SLURM's log of the job; --keep-going (the profile) ran the rest.
     assert returncode != 0, log[-6000:]
-    assert "Error in rule measure" in log and f"{job_id}.log" in log, log[-6000:]
-    assert len(written) == 2, (written, log[-6000:])
-    # The next run submits that cell alone, and finishes the analysis and the paper; it asks
-    # for the budget's walltime (3600 s: 61 min), since the estimate was not enough, or the
-    # job was ended for another reason (adbench.config.Walltimes).
+    assert "Error in group cells_cpu_torch" in log and f"{job_id}.log" in log, log[-6000:]
+    # The cells it finished are kept (keep-incomplete in profiles/slurm), with both files.
+    assert 1 <= len(finished) < 3, (finished, log[-6000:])
+    assert files["gradients"] == finished and len(started) == len(finished) + 1, files
+    # The next run submits only the others (one packed job), and finishes the paper. The cell
+    # the job was running asks for its budget's walltime (3600 s: 61 min), since its job was
+    # ended (adbench.config.Walltimes); one that had not started, for its estimate.
     resumed_log = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, resumed_log[-6000:]
-    assert resumed_log.count("rule measure:") == 1, resumed_log[-6000:]
-    block = resumed_log.split("rule measure:", 1)[1].split("\n\n", 1)[0]
-    assert f"seed={comment.rsplit('_', 1)[1]}" in block and "runtime=61," in block, block
+    blocks = measure_blocks(resumed_log)
+    seeds = {re.search(r"seed=(\d+)", b["wildcards"]).group(1) for b in blocks}
+    assert len(blocks) == 3 - len(finished), resumed_log[-6000:]
+    assert {f"seed{s}" for s in seeds} == {"seed0", "seed1", "seed2"} - finished, blocks
+    estimate = walltimes_before(workdir, "lost.yaml").of(spec.Cell(
+        "torch", "eager", "mlp512", "backward", "cpu", 1, 0)).minutes
+    for block in blocks:
+        seed = re.search(r"seed=(\d+)", block["wildcards"]).group(1)
+        expected = 61 if f"seed{seed}" in started else estimate
+        assert minutes_of(block["resources"]) == expected, (block, started)
     assert (workdir / LOST_OUT / "paper" / "paper.pdf").stat().st_size > 0
