@@ -28,6 +28,7 @@ from adbench import reference, schema, spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import pipeline_cost  # noqa: E402  (its fresh copy of the checkout, shared)
+import plan_campaign  # noqa: E402  (the walltimes the rule asks for, as the plan computes them)
 from test_code_inputs import planned_inputs  # noqa: E402  (a dry run's inputs per job)
 
 pytestmark = pytest.mark.e2e
@@ -649,6 +650,12 @@ def test_each_timing_job_asks_for_what_its_cell_needs(tmp_path, devices, threads
     jobs = planned_measure_jobs(result.log)
     assert {(j["cell"]["device"], j["cell"]["threads"]) for j in jobs} == {
         (d, str(t)) for d in devices for t in threads}, jobs
+    # the walltime asked for is the cell's estimate (adbench.config.Walltimes), as the plan
+    # command computes it, scaled by the attempt
+    walltimes = plan_campaign.load_run(
+        [str(workdir / TEST_CONFIG)], working_dir=workdir,
+        config_entries=[f"every_grid={json.dumps(grid)}",
+                        f"workload={{models: {json.dumps(per_model)}}}"]).walltimes
     for job in jobs:
         cell, given = job["cell"], job["resources"]
         budget = per_model.get(cell["model"], {}).get("budget_s", 3600)
@@ -656,7 +663,8 @@ def test_each_timing_job_asks_for_what_its_cell_needs(tmp_path, devices, threads
         assert job["threads"] == int(cell["threads"]), job
         assert given["gpu"] == str(int(cell["device"] == "cuda")), job
         assert float(given["budget_s"]) == budget, job
-        assert int(given["runtime"]) == (math.ceil(budget / 60) + 1) * attempt, job
+        assert int(given["runtime"]) == walltimes.runtime_min(cell, attempt), job
+        assert int(given["runtime"]) <= (math.ceil(budget / 60) + 1) * attempt, job
         assert int(given["mem_mb"]) == mem * attempt, job
 
 
