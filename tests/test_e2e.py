@@ -123,7 +123,7 @@ def test_snakemakes_report_holds_every_result_with_its_caption(run, tmp_path):
         page = archive.read("report/report.html").decode()
     tree = run / OUT
     expected = {p.name for pattern in ("tables/*.csv", "tables/*.md", "figures/*.png",
-                                       "verdicts/*.csv", "checks/gradients.*", "paper/*.pdf")
+                                       "verdicts/*.csv", "checks/gradients.*", "paper/paper.pdf")
                 for p in tree.glob(pattern)}
     assert len(expected) > 2 * len(spec.TABLE_NAMES) and expected <= names
     for caption in (REPO / "report" / "captions").glob("*.rst"):

@@ -331,7 +331,10 @@ def lost_job(slurm, tmp_path_factory):
     log = job.communicate(timeout=900)[0]
     files = {folder: cell_files(workdir, folder, suffix) for folder, suffix in (
         ("raw", ".parquet"), ("gradients", ".npz"), ("logs/measure", ".log"))}
-    resumed = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900)
+    # Only the timing jobs: what the resumed run submits is the point, the paper is the main
+    # run's test.
+    resumed = subprocess.run(cmd + ["--until", "measure"], cwd=workdir, capture_output=True,
+                             text=True, timeout=900)
     return workdir, cancelled, job.returncode, log, files, resumed
 
 
@@ -347,7 +350,7 @@ def test_a_packed_job_slurm_ends_keeps_its_finished_cells_and_the_next_run_submi
     # The cells it finished are kept (keep-incomplete in profiles/slurm), with both files.
     assert 1 <= len(finished) < 3, (finished, log[-6000:])
     assert files["gradients"] == finished and len(started) == len(finished) + 1, files
-    # The next run submits only the others (one packed job), and finishes the paper. The cell
+    # The next run submits only the others (one packed job). The cell
     # the job was running asks for its budget's walltime (3600 s: 61 min), since its job was
     # ended (adbench.config.Walltimes); one that had not started, for its estimate.
     resumed_log = resumed.stdout + resumed.stderr
@@ -362,4 +365,4 @@ def test_a_packed_job_slurm_ends_keeps_its_finished_cells_and_the_next_run_submi
         seed = re.search(r"seed=(\d+)", block["wildcards"]).group(1)
         expected = 61 if f"seed{seed}" in started else estimate
         assert minutes_of(block["resources"]) == expected, (block, started)
-    assert (workdir / LOST_OUT / "paper" / "paper.pdf").stat().st_size > 0
+    assert len(cell_files(workdir, "raw", ".parquet")) == 3  # every cell measured now
