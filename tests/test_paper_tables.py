@@ -226,3 +226,9 @@ def test_a_printed_number_is_reproduced_rounded_or_cut_to_its_digits():
     assert findings.reproduces(1.476, "1.48")  # rounded
     assert not findings.reproduces(1.49, "1.47")
     assert not findings.reproduces(1.0, "n/a")
+
+
+def test_the_seeds_of_a_table_are_counted_in_words():
+    assert paper_tables.seeds_text(pd.DataFrame({"n_seeds": [1, 1]})) == "1 seed"
+    assert paper_tables.seeds_text(pd.DataFrame({"n_seeds": [2, 2]})) == "2 seeds"
+    assert paper_tables.seeds_text(pd.DataFrame({"n_seeds": [1, 2, 5]})) == "1, 2 or 5 seeds"

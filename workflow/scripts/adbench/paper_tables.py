@@ -372,7 +372,7 @@ def table_caption(view: View, published: pd.DataFrame, n_seeds: str) -> str:
             if view.std_sd
             else " (its sd over seeds is in the CSV)"
         )
-        + f"; {n_seeds} seeds, a value without $\\pm$ comes from one seed; "
+        + f"; {n_seeds}, a value without $\\pm$ comes from one seed; "
         + (
             f"``median'': {MEDIAN} (its IQR is in the CSV)."
             if view.median_column
@@ -471,9 +471,14 @@ def condition_blocks(ours: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def seeds_text(ours: pd.DataFrame) -> str:
-    """How many seeds the table's conditions have: '2', or '1, 2' when some lost one."""
-    counts = sorted({int(n) for n in ours["n_seeds"].dropna()})
-    return ", ".join(str(n) for n in counts) or fmt.NA
+    """How many seeds the table's conditions have: '1 seed', '2 seeds', or '1 or 2 seeds'
+    when some lost one."""
+    counts = [str(n) for n in sorted({int(n) for n in ours["n_seeds"].dropna()})]
+    if not counts:
+        return fmt.NA
+    if len(counts) == 1:
+        return fmt.counted(counts[0], "seed")
+    return f"{', '.join(counts[:-1])} or {counts[-1]} seeds"
 
 
 def header_context(groups: list[tuple[str, list[str]]]) -> dict:
@@ -568,8 +573,7 @@ def rows_group(
 def rows_caption(table: TableInfo, n_seeds: str) -> str:
     parts = [
         f"{what_and_unit(table)}, every framework and mode measured. ``mean'': mean over "
-        f"seeds of each seed's mean $\\pm$ its sd over seeds; ``median'': {MEDIAN}; {n_seeds} "
-        "seeds."
+        f"seeds of each seed's mean $\\pm$ its sd over seeds; ``median'': {MEDIAN}; {n_seeds}."
     ]
     if table.first_step:
         parts.append(
