@@ -67,8 +67,11 @@ def compare(found: stats.Replicates, comparison: Comparison, device: str, thread
     if sides is None:
         return None
     num, den, n = sides
+    # A difference in microseconds only of times (not of a ratio such as FIRST_OVER_STEADY).
+    timed = comparison.numerator.quantity.endswith("_s")
     return (inference.ratio_interval(num, den, confidence, n),
-            inference.difference_interval(num, den, confidence, n))
+            inference.difference_interval(num, den, confidence, n) if timed
+            else inference.NO_INTERVAL)
 
 
 def own_verdict(claim: Claim, ratio: inference.Interval, confidence: float) -> str:
