@@ -59,6 +59,24 @@ def test_allocation_falls_back_to_the_other_slurm_variables(no_slurm):
         "node[1]", "4", "1", None)
 
 
+def test_the_cpus_granted_are_the_affinity_not_the_nodes_count(no_slurm):
+    no_slurm.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    no_slurm.setattr(os, "cpu_count", lambda: 64)
+    assert provenance.cpus_granted() == 3
+    assert provenance.machine()["cpus_granted"] == 3
+    assert provenance.machine()["cpu_count"] == 64  # the node's, kept for the paper
+
+
+def test_slurms_cpus_per_task_bound_the_cpus_granted(no_slurm):
+    """A node without task binding leaves the affinity at the whole node: SLURM's count is
+    what the job was given; where the affinity is narrower, the affinity."""
+    no_slurm.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    no_slurm.setenv("SLURM_CPUS_PER_TASK", "4")
+    assert provenance.cpus_granted() == 4
+    no_slurm.setattr(os, "sched_getaffinity", lambda pid: {5, 6})
+    assert provenance.cpus_granted() == 2
+
+
 # ------------------------------------------------------------------ gpu info
 @pytest.fixture
 def fake_nvidia_smi(tmp_path, monkeypatch):
@@ -250,6 +268,7 @@ def test_a_cell_records_allocation_gpu_and_peak_memory(tmp_path):
     assert (info["allocation"]["job_id"], info["allocation"]["node"],
             info["allocation"]["partition"]) == ("99", "node9", "short")
     assert info["gpu"] is None and info["peak_device_memory_bytes"] is None
+    assert info["cpus_granted"] == len(os.sched_getaffinity(0))
 
 
 def test_a_cuda_cell_without_a_gpu_records_the_cuda_stack_it_found(tmp_path):

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import schema, spec, stats  # noqa: E402
+from adbench import provenance, schema, spec, stats  # noqa: E402
 
 
 def log_of(raw_path: str) -> str:
@@ -55,6 +55,8 @@ def cell_record(path: str) -> dict:
         **{field: info.get(field) for field in schema.MEMORY_FIELDS},
         "cpu_model": info.get("cpu_model"),
         "cpu_count": info.get("cpu_count"),
+        "cpus_granted": info.get("cpus_granted"),
+        **cuda_facts(info),
         "hostname": info.get("hostname"),
         "platform": info.get("platform"),
         "python": info.get("python"),
@@ -67,23 +69,68 @@ def cell_record(path: str) -> dict:
     }
 
 
+def cuda_facts(info: dict) -> dict:
+    """A cuda cell's GPU driver and the CUDA runtime its framework got (provenance `cuda`;
+    for a cell recorded before it, `gpu` and the machine's driver); None on cpu."""
+    if info["cell"]["device"] != "cuda":
+        return {"gpu_driver": None, "cuda_runtime": None}
+    cuda, gpu = info.get("cuda") or {}, info.get("gpu") or {}
+    return {
+        "gpu_driver": (cuda.get("driver_version") or gpu.get("driver_version")
+                       or info.get("gpu_driver")),
+        "cuda_runtime": (cuda.get("runtime_cuda_version")
+                         or provenance.cuda_version(gpu.get("cuda_version"))),
+    }
+
+
+# What cells averaged into one number must share (their ok cells; a field's values named
+# where they differ). Per device, the machine: its CPU model, the device and, on cuda, the
+# GPU driver. Per device and thread count, the CPUs the job was granted (not the node's
+# os.cpu_count(): a cluster job gets part of a node, and a CPU cell as many as its threads).
+# Per framework, its versions (on every device); on cuda, the CUDA runtime its build brought.
+MACHINE_FIELDS = {"cpu": ("cpu_model", "device_name"),
+                  "cuda": ("cpu_model", "device_name", "gpu_driver")}
+
+
+def shown(value) -> str:
+    """A provenance value as a message prints it: whole numbers without '.0', none as
+    'unknown' (a cell recorded before the field existed)."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "unknown"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def unlike(group: pd.DataFrame, field: str) -> str | None:
+    """`field` and each of its values with its number of cells, where the group's differ."""
+    counts = group[field].map(shown).value_counts()
+    if len(counts) < 2:
+        return None
+    return f"{field} " + "; ".join(f"{value} ({n} cell{'s' if n != 1 else ''})"
+                                   for value, n in counts.items())
+
+
 def mixed_measurements(cells: pd.DataFrame) -> list[str]:
     """What would average unlike measurements into one number: ok cells of one device
-    measured on different machines (CPU model and count, device name), or a framework's
-    cells measured with different library versions."""
+    measured on different machines or given different CPUs, or a framework's cells measured
+    with different versions or CUDA runtimes (the fields above MACHINE_FIELDS)."""
     ok = cells[cells["status"] == "ok"]
     problems = []
     for device, group in ok.groupby("device"):
-        machines = group[["cpu_model", "cpu_count", "device_name"]].astype(str).agg(
-            " / ".join, axis=1)
-        if machines.nunique() > 1:
-            counts = "; ".join(f"{m} ({n} cells)" for m, n in machines.value_counts().items())
-            problems.append(f"{device} cells measured on different machines: {counts}")
+        problems += [f"{device} cells measured on different machines: {found}"
+                     for field in MACHINE_FIELDS[device]
+                     if (found := unlike(group, field))]
+        for threads, same in group.groupby("threads"):
+            if found := unlike(same, "cpus_granted"):
+                problems.append(f"{device} cells of {threads} thread(s) given different "
+                                f"CPUs: {found}")
     for framework, group in ok.groupby("framework"):
-        if group["versions"].nunique() > 1:
-            counts = "; ".join(f"{v} ({n} cells)"
-                               for v, n in group["versions"].value_counts().items())
-            problems.append(f"{framework} cells measured with different versions: {counts}")
+        if found := unlike(group, "versions"):
+            problems.append(f"{framework} cells measured with different versions: {found}")
+        if found := unlike(group[group["device"] == "cuda"], "cuda_runtime"):
+            problems.append(f"{framework} cuda cells measured with different CUDA runtimes: "
+                            f"{found}")
     return problems
 
 

@@ -249,6 +249,21 @@ def allocation() -> dict:
     }
 
 
+def cpus_granted() -> int | None:
+    """The CPUs this process was given: those it may run on (its affinity, which SLURM's
+    task binding and cgroups narrow), at most SLURM_CPUS_PER_TASK where SLURM sets it (a
+    node without binding leaves the affinity at the whole node). Not os.cpu_count(), which
+    counts the node's CPUs whatever the job was given."""
+    try:
+        granted = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        granted = os.cpu_count()
+    per_task = os.environ.get("SLURM_CPUS_PER_TASK", "").strip()
+    if per_task.isdigit():
+        granted = min(granted, int(per_task)) if granted else int(per_task)
+    return granted
+
+
 def machine() -> dict:
     return {
         "allocation": allocation(),
@@ -257,7 +272,8 @@ def machine() -> dict:
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
         "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": os.cpu_count(),  # the node's; what the job was given is cpus_granted
+        "cpus_granted": cpus_granted(),
         "gpu_driver": gpu_driver(),
         "env": {name: os.environ[name] for name in TIMING_ENV_VARS if name in os.environ},
     }
