@@ -37,6 +37,7 @@ include: "workflow/rules/measure.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/graphs.smk"
 # Last: it freezes what parsing made (the garbage collector of this process, not of any job).
 include: "workflow/rules/planning.smk"
 
