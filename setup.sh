@@ -45,12 +45,14 @@ apt_install() {
   fi
 }
 
+# graphviz: its dot draws the computation graphs (rule graphs, the study's Figures 4-5).
 TEX_PACKAGES="texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended
-  texlive-science lmodern latexmk"
+  texlive-science lmodern latexmk graphviz"
 # The tests read the PDF's text back (pdftotext) to check what reached it.
 [ "${1:-}" = "--test" ] && TEX_PACKAGES="$TEX_PACKAGES poppler-utils"
 # shellcheck disable=SC2086
 apt_install "TeX Live" 'command -v latexmk >/dev/null && kpsewhich siunitx.sty >/dev/null 2>&1 &&
+  command -v dot >/dev/null &&
   { [ "$MODE" != --test ] || command -v pdftotext >/dev/null; }' \
   "the paper job will fail with this hint, all else runs." $TEX_PACKAGES
 # The cluster tests (tests/test_slurm.py) start a real single-node SLURM on localhost.
