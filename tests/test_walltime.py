@@ -184,6 +184,41 @@ def test_the_configs_cluster_keys_reach_the_run(tmp_path):
     assert run.config["cluster"]["walltime_floor_min"] == 5
 
 
+# ------------------------------------------------------------------ reference jobs
+def test_a_reference_job_is_priced_as_one_float64_iteration_of_its_cells_task(tmp_path):
+    w = run_config.Workloads(WORKLOAD)
+    # mlp512's gradients: one batch of 128 at twice float32's 4e-9 s a multiply-add, plus
+    # backward's 0.01 s, after the 30 + 30 s start-up: ~60.4 s, 3 x that is the floor's 5 min.
+    seconds = 60 + 0.01 + 407_050 * 128 * 8e-9
+    assert run_config.modelled_reference_s(w, "mlp512", "backward") == pytest.approx(seconds)
+    assert walltimes(tmp_path).reference("mlp512", "gradients") == run_config.Walltime(
+        5, pytest.approx(seconds), "model")
+    # the LSTM's Jacobian: its cells' 10 rows (jacobian_rows' data sizes), 28 steps each
+    lstm = 60 + 0.01 * 10 * 28 + 24_458 * 28 * 10 * 8e-9
+    assert walltimes(tmp_path).reference("lstm", "jacobian").seconds == pytest.approx(lstm)
+
+
+def test_a_reference_walltime_takes_the_margin_and_floor_and_has_a_ceiling(tmp_path):
+    seconds = walltimes(tmp_path).reference("mlp512", "gradients").seconds
+    got = walltimes(tmp_path, walltime_margin=10, walltime_floor_min=1).reference(
+        "mlp512", "gradients")
+    assert got.minutes == math.ceil(seconds * 10 / 60) == 11
+    huge = walltimes(tmp_path, walltime_margin=1000).reference("mlp512", "gradients")
+    assert huge.minutes == run_config.REFERENCE_RUNTIME_MIN == 60
+
+
+def test_the_reference_rules_runtime_is_its_walltime_times_the_attempt(tmp_path):
+    wildcards = type("Wildcards", (), {"model": "resnet50", "derivative": "jacobian"})()
+    assert walltimes(tmp_path).reference_runtime_min(wildcards) == 5
+    assert walltimes(tmp_path).reference_runtime_min(wildcards, 3) == 15
+
+
+@pytest.mark.parametrize("task", sorted(spec.TASKS))
+def test_every_task_of_the_spec_is_priced(task):
+    per_iteration, per_row = run_config.task_overhead_s(task)
+    assert per_iteration + per_row >= 0.01
+
+
 # ------------------------------------------------------------------ the model against cells run
 def test_the_model_is_above_every_cell_the_h100_measured():
     """Every ok cell of example-results/cuda-h100: the model's seconds (before the margin)

@@ -75,11 +75,13 @@ rule reference:
         lambda wc: env_file(reference_env(wc))
     # Heavy (a float64 ResNet50): it never runs beside a timing job either. On a cluster a
     # CPU job: the CPU partition's settings of the config's `cluster` section (first); a
-    # memory request as its (model, task)'s cells'.
+    # memory request as its (model, task)'s cells'; a walltime (minutes) estimated from
+    # its model and data sizes with the cells' margin and floor (adbench/config.py,
+    # Walltimes.reference), times the attempt on retries.
     resources:
         **slurm_resources("cpu"),
         timing_lock=1,
-        runtime=lambda wc, attempt: run_config.REFERENCE_RUNTIME_MIN * attempt,
+        runtime=lambda wc, attempt: RUN.walltimes.reference_runtime_min(wc, attempt),
         mem_mb=lambda wc, attempt: attempt
         * WORKLOADS.mem_mb(wc.model, reference.REFERENCE_TASK[wc.derivative]),
     params:

@@ -20,6 +20,7 @@ from typing import Callable
 import yaml
 
 from adbench import spec
+from adbench.reference import REFERENCE_TASK
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -239,7 +240,8 @@ def workload_problems(grids: list[dict], cells: list, workloads: Workloads,
 
 
 # ------------------------------------------------------------------ the cluster
-# Minutes a reference job may run (rule reference's runtime: a float64 ResNet50 Jacobian).
+# The most minutes a reference job asks for (rule reference's runtime; what every one asked
+# for before its walltime was estimated, Walltimes.reference).
 REFERENCE_RUNTIME_MIN = 60
 
 
@@ -330,20 +332,52 @@ def overhead_steps(model: str) -> int:
     return int(info.arch["steps"]) if info.family in RECURRENT else 1
 
 
+def task_overhead_s(task: str) -> tuple[float, float]:
+    """A task's TASK_OVERHEAD_S; a task not listed there (a variant the spec adds, such as a
+    backward pass through frozen layers) is priced as `backward`, or as the costliest,
+    `jacobian_vectorized`, where it computes a Jacobian."""
+    if task in TASK_OVERHEAD_S:
+        return TASK_OVERHEAD_S[task]
+    jacobian = spec.TASKS[task].derivative == "jacobian"
+    return TASK_OVERHEAD_S["jacobian_vectorized" if jacobian else "backward"]
+
+
+def modelled_iteration_s(sizes: dict, model: str, task: str,
+                         mac_s: float = SECONDS_PER_MAC) -> float:
+    """The model's seconds for one iteration of a task on a model at the data sizes
+    `sizes` (Workloads.sizes): its overhead and its multiply-adds at `mac_s` each."""
+    info = spec.MODELS[model]
+    jacobian = spec.TASKS[task].derivative == "jacobian"
+    rows = sizes["jacobian_rows"] if jacobian else 0
+    examples = 1 if jacobian else sizes["batch_size"]
+    per_iteration, per_row = task_overhead_s(task)
+    macs = info.n_parameters * weight_uses(model) * examples * max(rows, 1)
+    return (per_iteration + per_row * rows) * overhead_steps(model) + macs * mac_s
+
+
 def modelled_cell_s(workloads: Workloads, cell: spec.Cell) -> float:
     """The model's seconds for a cell's job, start-up to its last iteration."""
     sizes, info = workloads.sizes(cell.model, cell.task), spec.MODELS[cell.model]
-    jacobian = spec.TASKS[cell.task].derivative == "jacobian"
-    rows = sizes["jacobian_rows"] if jacobian else 0
-    examples = 1 if jacobian else sizes["batch_size"]
-    per_iteration, per_row = TASK_OVERHEAD_S[cell.task]
-    macs = info.n_parameters * weight_uses(cell.model) * examples * max(rows, 1)
-    iteration_s = ((per_iteration + per_row * rows) * overhead_steps(cell.model)
-                   + macs * SECONDS_PER_MAC)
     compile_s = (COMPILE_S + COMPILE_S_PER_PARAMETER * info.n_parameters
                  if spec.FRAMEWORKS[cell.framework].modes[cell.mode].compiled else 0.0)
     return (JOB_START_S + CELL_START_S + compile_s
-            + (sizes["warmup"] + sizes["iterations"]) * iteration_s)
+            + (sizes["warmup"] + sizes["iterations"])
+            * modelled_iteration_s(sizes, cell.model, cell.task))
+
+
+# A reference job (rule reference) computes one derivative, in float64, at the first batch of
+# its cells' data sizes, with numpy or PyTorch's eager mode (adbench/reference.py): the model
+# prices it as one iteration of the task its cells share, its multiply-adds at twice float32's
+# price, after the same start-up; times the same margin, at least the same floor, and at
+# most REFERENCE_RUNTIME_MIN (it has no budget). The references measured so far took 2-6 s
+# (ResNet50's Jacobian 3 s on one core): they ask for the floor.
+FLOAT64_MAC_FACTOR = 2.0
+
+
+def modelled_reference_s(workloads: Workloads, model: str, task: str) -> float:
+    """The model's seconds for the reference job of a (model, task) of the cells."""
+    return (JOB_START_S + CELL_START_S + modelled_iteration_s(
+        workloads.sizes(model, task), model, task, SECONDS_PER_MAC * FLOAT64_MAC_FACTOR))
 
 
 # Workload keys a measured time must share with the cell now planned to be used for it.
@@ -451,8 +485,21 @@ class Walltimes:
             seconds, source = JOB_START_S + measured, "measured"
         else:
             seconds, source = modelled_cell_s(self.workloads, cell), "model"
-        minutes = max(self.floor_min, math.ceil(seconds * self.margin / 60))
-        return Walltime(min(minutes, cap), seconds, source)
+        return Walltime(min(self.with_margin(seconds), cap), seconds, source)
+
+    def with_margin(self, seconds: float) -> int:
+        """Minutes asked for an estimate: times the margin, at least the floor."""
+        return max(self.floor_min, math.ceil(seconds * self.margin / 60))
+
+    def reference(self, model: str, derivative: str) -> Walltime:
+        """A reference job's walltime: the model's estimate with the margin, at most
+        REFERENCE_RUNTIME_MIN. Its data sizes are its cells' (REFERENCE_TASK)."""
+        seconds = modelled_reference_s(self.workloads, model, REFERENCE_TASK[derivative])
+        return Walltime(min(self.with_margin(seconds), REFERENCE_RUNTIME_MIN), seconds, "model")
+
+    def reference_runtime_min(self, wildcards, attempt: int = 1) -> int:
+        """rule reference's runtime: its walltime in minutes, times the attempt on retries."""
+        return self.reference(wildcards.model, wildcards.derivative).minutes * attempt
 
     def runtime_min(self, wildcards, attempt: int = 1) -> int:
         """rule measure's runtime: a job's walltime in minutes, times the attempt on retries."""
