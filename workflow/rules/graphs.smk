@@ -59,7 +59,14 @@ rule graphs:
             )
             for key, path in GRAPH_FILES.items()
         },
-        nodes=reported(GRAPH_NODES, "graphs_nodes", "Tables", table="nodes"),
+        # Beside the study's tables (common.smk, reported_tables), with their labels.
+        nodes=report(
+            GRAPH_NODES,
+            caption="../../report/captions/graphs_nodes.rst",
+            category="Tables",
+            subcategory="Computation graphs: nodes per model and framework",
+            labels={"table": "nodes", "format": "CSV"},
+        ),
         version=GRAPH_VERSION,
     log:
         tree("logs/graphs/draw.log"),
