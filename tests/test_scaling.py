@@ -1,0 +1,167 @@
+"""The scaling analysis (adbench/scaling.py, scaling.py) on fabricated cells: the
+cheap-gradient ratio and its verdict, FLOPs, rates against the peak, the sweep configs' axes,
+the figures and the paper's section.  No timing, no Snakemake run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import scaling as scaling_script
+from adbench import flops, inference, scaling, spec
+
+REPO = Path(__file__).resolve().parents[1]
+PEAK = {"threads": {"1": {"gflops": 100.0, "size": 64, "blas": "test BLAS",
+                          "fraction_of_bound": 0.5, "bound": {"gflops": 200.0}}}}
+REPLICATES = 200
+
+
+def condition(framework, mode, model="mlp512", task="backward", threads=1):
+    return {"framework": framework, "mode": mode, "model": model, "task": task,
+            "device": "cpu", "threads": threads}
+
+
+def fabricated(conditions: list[tuple[dict, dict[str, float]]], seeds=(0, 1)):
+    """cells.parquet and bootstrap.parquet rows: per condition and seed, each quantity's
+    median with replicates scattered 2% around it."""
+    cells, boot = [], []
+    rng = np.random.default_rng(0)
+    for cond, times in conditions:
+        for seed in seeds:
+            cells.append({**cond, "seed": seed, "status": "ok", "batch_size": 128,
+                          "jacobian_rows": 10})
+            for quantity, value in times.items():
+                reps = value * (1 + 0.02 * rng.standard_normal(REPLICATES))
+                boot.append({**cond, "seed": seed, "quantity": quantity,
+                             "statistic": "median", "point": value,
+                             "replicates": reps.astype(np.float32)})
+    return pd.DataFrame(cells), pd.DataFrame(boot)
+
+
+def table_of(conditions, seeds=(0, 1)):
+    cells, boot = fabricated(conditions, seeds)
+    return scaling.scaling_table(cells, boot, PEAK, 0.95).set_index(["framework", "mode",
+                                                                     "model", "task"])
+
+
+def test_ratio_flops_and_rate_of_a_split_mode():
+    step = 0.003
+    row = table_of([(condition("torch", "eager"), {"forward_s": 0.001, "step_s": step,
+                                                   "backward_s": 0.002})]
+                   ).loc[("torch", "eager", "mlp512", "backward")]
+    assert row["cheap_gradient_ratio"] == pytest.approx(3.0, rel=1e-6)
+    assert row["cheap_gradient_ratio_low"] < 3 < row["cheap_gradient_ratio_high"]
+    assert row["cheap_gradient"] == scaling.WITHIN
+    counts = flops.task_flops("mlp512", "backward", 128, 10)
+    assert row["flops_step"] == counts["step_s"]
+    assert row["gflops"] == pytest.approx(counts["step_s"] / step / 1e9)
+    assert row["fraction_of_peak"] == pytest.approx(row["gflops"] / 100.0)
+    assert row["hidden_layers"] == 1 and row["n_processes"] == 2
+
+
+def test_above_the_bound_whole_step_modes_jacobians_and_one_process():
+    table = table_of([
+        (condition("torch", "eager"), {"forward_s": 0.001, "step_s": 0.008}),
+        (condition("tensorflow", "graph"), {"step_s": 0.002}),
+        (condition("torch", "eager", "fcn", "jacobian_rows"),
+         {"forward_s": 0.001, "step_s": 0.02}),
+    ])
+    assert table.loc[("torch", "eager", "mlp512", "backward"), "cheap_gradient"] == scaling.ABOVE
+    graph = table.loc[("tensorflow", "graph", "mlp512", "backward")]
+    assert graph["cheap_gradient"] == scaling.NOT_MEASURED
+    assert np.isnan(graph["cheap_gradient_ratio"]) and graph["gflops"] > 0
+    jacobian = table.loc[("torch", "eager", "fcn", "jacobian_rows")]
+    assert jacobian["cheap_gradient"] == scaling.NOT_A_GRADIENT
+    assert jacobian["cheap_gradient_ratio"] == pytest.approx(20, rel=1e-6)
+    one = table_of([(condition("torch", "eager"), {"forward_s": 0.001, "step_s": 0.002})],
+                   seeds=(0,))
+    assert one.iloc[0]["cheap_gradient"] == scaling.ONE_PROCESS
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (1.5, 4.9, scaling.WITHIN), (5.1, 7.0, scaling.ABOVE), (4.0, 6.0, scaling.INCONCLUSIVE)])
+def test_verdict_against_the_bound(low, high, expected):
+    interval = inference.Interval(4.5, low, high, np.array([]), n_processes=3)
+    assert scaling.verdict(interval) == expected
+
+
+def test_failed_cells_are_left_out_and_cuda_has_no_peak():
+    cells, boot = fabricated([(condition("torch", "eager"), {"forward_s": 1e-3,
+                                                             "step_s": 2e-3})])
+    cells.loc[0, "status"] = "failed"
+    table = scaling.scaling_table(cells, boot, PEAK, 0.95)
+    assert table["n_processes"].tolist() == [1]
+    assert np.isnan(scaling.peak_of(PEAK, "cuda", 1)) and np.isnan(scaling.peak_of(PEAK, "cpu", 2))
+
+
+def sweep_cells(name: str):
+    config = yaml.safe_load((REPO / "config" / f"sweep-{name}.yaml").read_text())
+    return config, spec.config_cells(config)
+
+
+@pytest.mark.parametrize("name, axes", [("depth", ["hidden_layers"]), ("threads", ["threads"]),
+                                        ("batch", [])])
+def test_each_sweep_config_varies_its_axis_on_the_issues_grid(name, axes):
+    config, cells = sweep_cells(name)
+    assert scaling.sweep_axes(cells) == axes
+    assert config["results"].startswith(f"results-sweep-{name}")
+    assert {(c.framework, c.mode) for c in cells} == {
+        ("torch", "eager"), ("torch", "script"), ("tensorflow", "eager"), ("tensorflow", "graph")}
+    assert {c.task for c in cells} == {"backward"}
+    assert len({c.seed for c in cells}) >= inference.MIN_PROCESSES  # a verdict needs two
+
+
+def test_depth_sweeps_the_studys_constant_parameter_mlps():
+    _, cells = sweep_cells("depth")
+    assert {c.model for c in cells} == set(spec.MLPS)
+    assert sorted(scaling.hidden_layers(m) for m in spec.MLPS) == [1, 2, 3]
+
+
+def threads_table():
+    return table_of([
+        (condition("torch", "eager", threads=t), {"forward_s": 1e-3 / t, "step_s": 2e-3 / t})
+        for t in (1, 2)] + [
+        (condition("tensorflow", "graph", threads=t), {"step_s": 1.5e-3 / t}) for t in (1, 2)],
+    ).reset_index()
+
+
+def test_series_along_an_axis_carry_the_specs_labels():
+    found = scaling.series(threads_table(), "threads")
+    assert [label for label, _ in found] == ["PyTorch (eager)", "TensorFlow (tf.function)"]
+    assert all(rows["threads"].tolist() == [1, 2] for _, rows in found)
+
+
+def test_figures_of_one_tree_and_across_trees(tmp_path):
+    table = threads_table()
+    scaling_script.draw_axis(table, "threads", [str(tmp_path / "t.png")])
+    assert (tmp_path / "t.png").stat().st_size > 0
+    # the batch axis across two trees' tables
+    paths = []
+    for batch in (16, 128):
+        path = tmp_path / f"b{batch}.csv"
+        table.assign(batch_size=batch, threads=1).drop_duplicates(
+            ["framework", "mode"]).to_csv(path, index=False)
+        paths.append(str(path))
+    out = tmp_path / "batch.pdf"
+    assert scaling_script.main(["--tables", *paths, "--figure", f"batch_size={out}"]) == 0
+    assert out.stat().st_size > 0
+
+
+def test_the_section_renders_from_the_table(tmp_path):
+    from render_paper import make_environment
+
+    table = tmp_path / "scaling.csv"
+    threads_table().to_csv(table, index=False)
+    peak = tmp_path / "peak.json"
+    peak.write_text(__import__("json").dumps(PEAK))
+    context = scaling.scaling_context(table, peak, {"threads": "figures/scaling_threads.pdf"})
+    text = make_environment(REPO / "report").get_template("sections/scaling.tex.j2").render(
+        scaling=context, statistics={"confidence": "95\\%"})
+    assert "\\label{sec:scaling}" in text and "\\label{fig:scaling-threads}" in text
+    assert "scaling_threads.pdf" in text and "100~GFLOP/s on 1 thread" in text
+    assert text.count("PyTorch (eager)") >= 2  # a row per thread count
+    assert "2 conditions within the bound" in text

@@ -1,0 +1,73 @@
+# How a derivative's cost grows (adbench/scaling.py, adbench/flops.py): the machine's float32
+# matmul peak at the cells' thread counts, and per condition the cheap-gradient ratio, FLOPs
+# per step and the share of that peak reached; a figure per axis the tree sweeps.
+from adbench import scaling as scaling_plan  # noqa: E402  (numpy and the spec only)
+
+SCALING_TABLE = tree("tables/scaling.csv")
+PEAK_THREADS = scaling_plan.thread_counts(CELLS) or [1]
+SCALING_FIGURES = {
+    f"{axis}_{ext}": tree(f"figures/scaling_{axis}.{ext}")
+    for axis in scaling_plan.sweep_axes(CELLS)
+    for ext in ("pdf", "png")
+}
+
+
+# The analysis, like the tables, on the submit host; the peak where the CPU cells run.
+localrules:
+    scaling,
+
+
+rule matmul_peak:
+    # numpy's float32 matmul in the analysis environment, a fresh process per thread count
+    # of the CPU cells; under the timing lock, as it times too.
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        code=code("measure_peak.py"),
+    output:
+        tree("scaling/peak.json"),
+    log:
+        tree("logs/scaling/peak.log"),
+    conda:
+        env_file(spec.ANALYSIS_ENV)
+    threads: max(PEAK_THREADS)
+    resources:
+        **slurm_resources("cpu", max(PEAK_THREADS)),
+        timing_lock=1,
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        threads=" ".join(f"--threads {t}" for t in PEAK_THREADS),
+    shell:
+        "{params.python} {input.code[0]} {params.threads} --out {output} > {log} 2>&1"
+
+
+rule scaling:
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        cells=tree("aggregate/cells.parquet"),
+        bootstrap=tree("aggregate/bootstrap.parquet"),
+        peak=rules.matmul_peak.output[0],
+        code=code("scaling.py"),
+    output:
+        **{
+            key: (
+                reported(path, "scaling_figure", "Figures", axis=key.rsplit("_", 1)[0])
+                if key.endswith("_png")
+                else path
+            )
+            for key, path in SCALING_FIGURES.items()
+        },
+        table=reported(SCALING_TABLE, "scaling", "Tables"),
+    log:
+        tree("logs/scaling.log"),
+    conda:
+        env_file(spec.ANALYSIS_ENV)
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        confidence=config["statistics"]["confidence"],
+        figures=" ".join(
+            f"--figure {key.rsplit('_', 1)[0]}={path}" for key, path in SCALING_FIGURES.items()
+        ),
+    shell:
+        "{params.python} {input.code[0]} --cells {input.cells} --bootstrap {input.bootstrap} "
+        "--peak {input.peak} --confidence {params.confidence} --table {output.table} "
+        "{params.figures} > {log} 2>&1"

@@ -1,0 +1,300 @@
+"""How a derivative's cost grows: the cheap-gradient ratio and the FLOP rate of each condition
+(analysis environment: numpy, pandas).
+
+The cheap-gradient ratio is a condition's step over its forward, (forward + reverse) /
+forward, from the times the cells record: a cell whose forward and derivative are two calls
+(spec.timed_quantities: eager modes and TorchScript) records `forward_s` beside `step_s` in
+every iteration, so the ratio is measured in the same process and loop.  A whole-step mode
+(tf.function, XLA, jax.jit, PyTensor), or a task computed in one call (the vectorised and
+loss Jacobians), records `step_s` alone: its ratio is not measured (n/a, said), and its FLOP
+rate still is.  The bound is a gradient's: the ratio of an output-Jacobian task (a reverse
+pass per row) is shown, not judged.  The ratio is the mean over processes of each
+process's median (claims.VERDICT_STATISTIC), with its bootstrap interval paired by seed
+(stats.Replicates.ratio), as the verdicts compute theirs.
+
+Griewank & Walther (Evaluating Derivatives, 2nd ed., SIAM 2008, §4.6) bound the gradient's
+cost by a small constant times the function's: at most about 4 to 5 in operations counts
+(CHEAP_GRADIENT_BOUND).  A condition is "within" where its interval lies at or under the
+bound, "above" where it lies over it, "inconclusive" where it spans it; one process gives a
+ratio without a verdict (inference.MIN_PROCESSES).
+
+FLOPs per step are adbench.flops' (analytic, 2 per multiply-add), the rate is FLOPs over the
+mean median step, set against the machine's measured float32 matmul peak at the cells'
+thread count (measure_peak.py's peak.json; CPU cells only).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+# numpy and the spec only at import: the Snakemake driver, which has no pandas, plans the
+# rules with sweep_axes and thread_counts.  The analysis imports pandas where it is used.
+from adbench import flops, inference, spec
+
+CHEAP_GRADIENT_BOUND = 5.0
+WITHIN, ABOVE, INCONCLUSIVE = "within", "above", "inconclusive"
+NOT_MEASURED = "not measured: forward and derivative are one call (no forward time)"
+NOT_A_GRADIENT = "not a gradient: an output Jacobian, one reverse pass per row"
+ONE_PROCESS = inference.ONE_PROCESS
+
+# The sweep axes a tree can vary, and the table column each is read from.  A batch size is
+# a model's workload key, not a grid axis: one tree holds one batch size per model, so the
+# batch axis spans several trees (config/sweep-batch.yaml says how to run them).
+AXES = {"batch_size": "batch size", "threads": "threads", "hidden_layers": "hidden layers"}
+
+# After the condition's fields (stats.CONDITION_FIELDS):
+COLUMNS = [
+    "label", "batch_size", "jacobian_rows", "hidden_layers",
+    "n_parameters", "n_processes", "forward_s", "step_s", "cheap_gradient_ratio",
+    "cheap_gradient_ratio_low", "cheap_gradient_ratio_high", "cheap_gradient",
+    "flops_forward", "flops_step", "flops_ratio", "gflops_forward", "gflops",
+    "peak_gflops", "fraction_of_peak",
+]
+
+
+# ---------------------------------------------------------------- what a tree sweeps
+def hidden_layers(model: str) -> float:
+    """Depth of an MLP-family model (hidden layers); NaN for any other family."""
+    m = spec.MODELS[model]
+    return len(m.arch["sizes"]) - 2 if m.family == "mlp" else math.nan
+
+
+def sweep_axes(cells) -> list[str]:
+    """The axes a config's cells (spec.Cell) vary within one tree: threads, and depth where
+    more than one of the study's constant-parameter MLPs (spec.MLPS) is measured."""
+    axes = []
+    if len({c.threads for c in cells}) > 1:
+        axes.append("threads")
+    if len({c.model for c in cells} & set(spec.MLPS)) > 1:
+        axes.append("hidden_layers")
+    return axes
+
+
+def thread_counts(cells) -> list[int]:
+    """The CPU cells' thread counts: the peak is measured at each."""
+    return sorted({c.threads for c in cells if c.device == "cpu"})
+
+
+# ---------------------------------------------------------------- the table
+def verdict(interval: inference.Interval, bound: float = CHEAP_GRADIENT_BOUND) -> str:
+    if not interval.judged:
+        return ONE_PROCESS
+    if interval.high <= bound:
+        return WITHIN
+    if interval.low > bound:
+        return ABOVE
+    return INCONCLUSIVE
+
+
+def cheap_gradient(task: str, measured: bool, ratio: inference.Interval) -> str:
+    """The verdict of a gradient task's ratio (the bound is a gradient's); why none else."""
+    if not measured:
+        return NOT_MEASURED
+    if spec.TASKS[task].derivative != "gradients":
+        return NOT_A_GRADIENT
+    return verdict(ratio)
+
+
+def peak_of(peak: dict, device: str, threads: int) -> float:
+    """The measured matmul GFLOP/s at `threads` (CPU cells only; NaN where not measured)."""
+    rate = peak.get("threads", {}).get(str(threads)) if device == "cpu" else None
+    return float(rate["gflops"]) if rate else math.nan
+
+
+def condition_sizes(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per condition of the ok cells: its batch size, Jacobian rows and processes."""
+    from adbench import stats
+
+    ok = cells[cells["status"] == "ok"]
+    return ok.groupby(list(stats.CONDITION_FIELDS), observed=True).agg(
+        batch_size=("batch_size", "first"), jacobian_rows=("jacobian_rows", "first"),
+        n_processes=("seed", "nunique")).reset_index()
+
+
+def condition_row(size, found: stats.Replicates, peak: dict, confidence: float) -> dict:
+    from adbench import stats
+    from adbench.tables import column_label
+
+    key = tuple(getattr(size, f) for f in stats.CONDITION_FIELDS)
+    step = found.get(key + ("step_s",), (math.nan, None))[0]
+    forward = found.get(key + ("forward_s",), (math.nan, None))[0]
+    measured = key + ("forward_s",) in found
+    ratio = (found.ratio(key + ("step_s",), key + ("forward_s",), confidence)
+             if measured else None) or inference.NO_INTERVAL
+    counts = flops.task_flops(size.model, size.task, int(size.batch_size),
+                              int(size.jacobian_rows))
+    gflops = counts["step_s"] / step / 1e9 if step > 0 else math.nan
+    peak_rate = peak_of(peak, size.device, int(size.threads))
+    return {
+        **dict(zip(stats.CONDITION_FIELDS, key)),
+        "label": column_label(size.framework, size.mode),
+        "batch_size": int(size.batch_size), "jacobian_rows": int(size.jacobian_rows),
+        "hidden_layers": hidden_layers(size.model),
+        "n_parameters": spec.MODELS[size.model].n_parameters,
+        "n_processes": int(size.n_processes), "forward_s": forward, "step_s": step,
+        "cheap_gradient_ratio": ratio.point, "cheap_gradient_ratio_low": ratio.low,
+        "cheap_gradient_ratio_high": ratio.high,
+        "cheap_gradient": cheap_gradient(size.task, measured, ratio),
+        "flops_forward": counts["forward_s"], "flops_step": counts["step_s"],
+        "flops_ratio": counts["step_s"] / counts["forward_s"],
+        "gflops_forward": (counts["forward_s"] / forward / 1e9 if forward > 0 else math.nan),
+        "gflops": gflops, "peak_gflops": peak_rate, "fraction_of_peak": gflops / peak_rate,
+    }
+
+
+def scaling_table(cells: pd.DataFrame, bootstrap: pd.DataFrame, peak: dict,
+                  confidence: float) -> pd.DataFrame:
+    """One row per condition of the ok cells (see the module docstring), in the cells'
+    order."""
+    import pandas as pd
+
+    from adbench import stats
+    from adbench.claims import VERDICT_STATISTIC
+
+    found = stats.replicates_by_condition(bootstrap, VERDICT_STATISTIC)
+    rows = [condition_row(size, found, peak, confidence)
+            for size in condition_sizes(cells).itertuples(index=False)]
+    return pd.DataFrame(rows, columns=[*stats.CONDITION_FIELDS, *COLUMNS])
+
+
+def read_peak(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------- series of one axis
+def series_keys(table: pd.DataFrame, axis: str) -> list[str]:
+    """The columns that name one series along `axis`: every condition field but the one the
+    axis varies (the model, for depth), the batch size where it is not the axis."""
+    from adbench import stats
+
+    varied = {"hidden_layers": "model", "threads": "threads", "batch_size": None}[axis]
+    keys = [f for f in stats.CONDITION_FIELDS if f != varied]
+    return keys + ([] if axis == "batch_size" else ["batch_size"])
+
+
+def along(table: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """The rows a figure of `axis` draws: those of series with more than one point on it
+    (a condition measured at one point says nothing of growth), depth over spec.MLPS only
+    (the study's MLPs of constant parameters)."""
+    data = table.dropna(subset=[axis])
+    if axis == "hidden_layers":
+        data = data[data["model"].isin(spec.MLPS)]
+    keys = series_keys(data, axis)
+    points = data.groupby(keys, observed=True)[axis].transform("nunique")
+    return data[points > 1]
+
+
+def series(table: pd.DataFrame, axis: str) -> list[tuple[str, pd.DataFrame]]:
+    """(legend label, rows sorted along the axis) per series drawn (`along`): the (framework,
+    mode) label, and the model, task, device, threads or batch size where several are drawn."""
+    from adbench.tables import column_label
+
+    data = along(table, axis)
+    keys = series_keys(data, axis)
+    several = [k for k in keys if k not in ("framework", "mode") and data[k].nunique() > 1]
+    out = []
+    for values, rows in data.groupby(keys, observed=True, sort=False):
+        named = dict(zip(keys, values))
+        extra = [series_word(k, named[k]) for k in several]
+        label = ", ".join([column_label(named["framework"], named["mode"]), *extra])
+        out.append((spec_order(named), label, rows.sort_values(axis)))
+    return [(label, rows) for _, label, rows in sorted(out, key=lambda item: item[0])]
+
+
+def spec_order(named: dict) -> tuple[int, int]:
+    """A series' place: its framework's and mode's in spec.FRAMEWORKS, as every figure."""
+    framework = spec.FRAMEWORKS[named["framework"]]
+    return list(spec.FRAMEWORKS).index(named["framework"]), list(framework.modes).index(
+        named["mode"])
+
+
+def series_word(key: str, value) -> str:
+    if key == "model":
+        return spec.MODELS[value].label
+    if key == "task":
+        return spec.TASKS[value].label
+    if key == "batch_size":
+        return f"batch {value}"
+    if key == "threads":
+        return f"{value} thread{'s' if int(value) != 1 else ''}"
+    return str(value)
+
+
+# ---------------------------------------------------------------- the paper's section
+# How the paper names a verdict, in its text and in its table (the keys: the table's
+# `cheap_gradient` values).
+VERDICT_WORDS = {WITHIN: "within the bound", ABOVE: "above the bound",
+                 INCONCLUSIVE: "inconclusive (the interval spans the bound)",
+                 ONE_PROCESS: "from one process (not judged)",
+                 NOT_MEASURED: "without a forward time (one compiled call)"}
+VERDICT_SHORT = {WITHIN: "within", ABOVE: "above", INCONCLUSIVE: "inconclusive",
+                 ONE_PROCESS: "1 process", NOT_MEASURED: "n/a"}
+
+
+def scaling_context(table_path, peak_path, figures: dict[str, str]) -> dict:
+    """The context of report/sections/scaling.tex.j2, its key `scaling`: tables/scaling.csv
+    (scaling.py), scaling/peak.json (measure_peak.py) and the figures drawn, {axis: path};
+    every text escaped for LaTeX.  Rows: the gradient tasks' conditions (the bound is a
+    gradient's)."""
+    import pandas as pd
+
+    from adbench import formatting as fmt
+
+    table = pd.read_csv(table_path)
+    gradients = table[[spec.TASKS[t].derivative == "gradients" for t in table["task"]]]
+    measured = gradients[gradients["cheap_gradient"] != NOT_MEASURED]
+    return {
+        "measured": not gradients.empty,
+        "bound": f"{CHEAP_GRADIENT_BOUND:g}",
+        "peaks": peak_rows(read_peak(peak_path)) if peak_path else [],
+        "rows": [context_row(r, fmt) for r in gradients.itertuples(index=False)],
+        "counts": {fmt.latex(VERDICT_WORDS.get(v, v)): int(n) for v, n in
+                   gradients["cheap_gradient"].value_counts().items()},
+        "ratio_span": fmt.span(measured["cheap_gradient_ratio"], tex=True),
+        "flops_ratio_span": fmt.span(gradients["flops_ratio"], tex=True),
+        "share_span": fmt.span(gradients["fraction_of_peak"], tex=True),
+        "slowest": extreme_row(gradients, fmt, smallest=True),
+        "fastest": extreme_row(gradients, fmt, smallest=False),
+        "figures": [{"axis": axis, "axis_text": AXES[axis], "file": path.rsplit("/", 1)[-1],
+                     "label": f"fig:scaling-{axis.replace('_', '-')}"}
+                    for axis, path in figures.items()],
+    }
+
+
+def peak_rows(peak: dict) -> list[dict]:
+    from adbench import formatting as fmt
+
+    return [{"threads": fmt.threads_text(t), "gflops": fmt.number(rate["gflops"]),
+             "bound": fmt.number(rate["bound"]["gflops"]),
+             "share": fmt.percent(rate["fraction_of_bound"], None, tex=True),
+             "size": rate["size"], "blas": fmt.latex(rate.get("blas", "numpy"))}
+            for t, rate in sorted(peak.get("threads", {}).items(), key=lambda i: int(i[0]))]
+
+
+def context_row(r, fmt) -> dict:
+    return {
+        "mode": fmt.latex(r.label), "model": fmt.latex(spec.MODELS[r.model].label),
+        "task": fmt.latex(spec.TASKS[r.task].label), "threads": int(r.threads),
+        "batch": int(r.batch_size),
+        "ratio": fmt.ratio(r.cheap_gradient_ratio, r.cheap_gradient_ratio_low,
+                           r.cheap_gradient_ratio_high, tex=True),
+        "verdict": fmt.latex(VERDICT_SHORT.get(r.cheap_gradient, r.cheap_gradient)),
+        "mflop": fmt.number(r.flops_step / 1e6), "gflops": fmt.number(r.gflops),
+        "share": fmt.percent(r.fraction_of_peak, None, tex=True),
+    }
+
+
+def extreme_row(table, fmt, smallest: bool) -> dict | None:
+    """The condition whose rate is the smallest (or largest) share of the peak: where the
+    framework's overhead dominates the arithmetic most (or least)."""
+    rated = table.dropna(subset=["fraction_of_peak"])
+    if rated.empty:
+        return None
+    r = rated.loc[rated["fraction_of_peak"].idxmin() if smallest
+                  else rated["fraction_of_peak"].idxmax()]
+    return {"mode": fmt.latex(r["label"]), "model": fmt.latex(spec.MODELS[r["model"]].label),
+            "task": fmt.latex(spec.TASKS[r["task"]].label),
+            "share": fmt.percent(r["fraction_of_peak"], None, tex=True),
+            "step": fmt.milliseconds(r["step_s"])}
