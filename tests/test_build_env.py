@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import build_env
+from adbench import config as run_config
 from adbench import spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,8 +18,20 @@ ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))
 PIN = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[[A-Za-z0-9_,-]+\])?==([0-9][^\s;]*)$")
 
 
+# An option line of a pip section: a CUDA build's own wheel index.
+INDEX = re.compile(r"^--extra-index-url https://\S+$")
+CUDA_BUILDS = run_config.load_schema()["properties"]["cuda_builds"]["properties"]
+
+
 def pins(path):
-    return dict(PIN.match(r).groups() for r in build_env.read_pins(str(path))[1])
+    requirements = build_env.installer_args(build_env.read_pins(str(path))[1])[1]
+    return dict(PIN.match(r).groups() for r in requirements)
+
+
+def cuda_build_files(framework):
+    """Each CUDA build the schema offers a framework, and its pin file."""
+    return {build: ROOT / "envs" / f"{run_config.cell_env({framework: build}, framework, 'cuda')}.yaml"
+            for build in CUDA_BUILDS[framework]["enum"]}
 
 
 def test_every_framework_and_the_analysis_env_has_a_pin_file():
@@ -28,13 +41,43 @@ def test_every_framework_and_the_analysis_env_has_a_pin_file():
 
 
 @pytest.mark.parametrize("framework", [f for f, i in spec.FRAMEWORKS.items() if i.cuda_env])
-def test_a_cuda_build_pins_the_same_versions_as_the_cpu_build(framework):
-    """CPU and GPU numbers compare one version of a framework: the CUDA pin file differs in
-    its build (the package or its extra), never in a version."""
+def test_every_cuda_build_pins_the_same_versions_as_the_cpu_build(framework):
+    """CPU and GPU numbers compare one version of a framework: each CUDA build's pin file
+    differs in its build (the package, its extra, a local version label: +cu126), never in
+    a version."""
     info = spec.FRAMEWORKS[framework]
-    cpu, cuda = (pins(ROOT / "envs" / f"{env}.yaml") for env in (info.env, info.cuda_env))
+    cpu = pins(ROOT / "envs" / f"{info.env}.yaml")
     strip = lambda name: name.removesuffix("-cpu")  # noqa: E731  tensorflow-cpu -> tensorflow
-    assert {strip(k): v for k, v in cpu.items()} == cuda
+    for build, path in cuda_build_files(framework).items():
+        cuda = {k: v.split("+")[0] for k, v in pins(path).items()}
+        assert {strip(k): v for k, v in cpu.items()} == cuda, (build, path.name)
+
+
+def test_the_schemas_cuda_builds_are_the_pin_files():
+    """Each build the schema offers has its pin file, its default is the spec's cuda_env
+    (the pins tested), and every CUDA pin file is a build the schema offers."""
+    with_cuda = {f for f, i in spec.FRAMEWORKS.items() if i.cuda_env}
+    assert set(CUDA_BUILDS) == with_cuda
+    offered = set()
+    for framework in with_cuda:
+        files = cuda_build_files(framework)
+        default = CUDA_BUILDS[framework]["default"]
+        assert files[default].stem == spec.FRAMEWORKS[framework].cuda_env
+        assert all(path.exists() for path in files.values()), files
+        offered |= {path.name for path in files.values()}
+    cuda_files = {p.name for p in ENV_FILES
+                  if p.stem not in {i.env for i in spec.FRAMEWORKS.values()} | {spec.ANALYSIS_ENV}}
+    assert cuda_files == offered
+
+
+def test_a_cuda_build_pin_file_says_where_it_is_built_and_what_the_nodes_share():
+    for framework in CUDA_BUILDS:
+        for path in cuda_build_files(framework).values():
+            comments = " ".join(" ".join(line.lstrip("# ").split())
+                                for line in path.read_text().splitlines() if line.startswith("#"))
+            assert "the submit host builds it" in comments, path.name
+            assert "the GPU nodes share" in comments and "interpreter" in comments, path.name
+            assert "driver" in comments and "GB" in comments, path.name
 
 
 @pytest.mark.parametrize("path", ENV_FILES, ids=lambda p: p.name)
@@ -43,7 +86,27 @@ def test_read_pins_python_and_exact_pip_pins(path):
     assert python == "3.11"
     assert requirements
     for requirement in requirements:
-        assert PIN.match(requirement), f"{path.name}: {requirement!r} is not an exact pin"
+        assert PIN.match(requirement) or INDEX.match(requirement), (
+            f"{path.name}: {requirement!r} is neither an exact pin nor an index")
+
+
+def test_an_index_line_goes_to_the_installer_as_options(monkeypatch, tmp_path):
+    """uv gets the build's index, and takes each exact pin from whichever index has it; the
+    requirements stay exact pins."""
+    commands = []
+    monkeypatch.setattr(build_env, "run", lambda cmd: commands.append(cmd) or "")
+    monkeypatch.setattr(build_env.shutil, "which", lambda name: "/usr/bin/uv")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    build_env.build(str(ROOT / "envs" / "torch-cu126.yaml"), str(tmp_path / "venv"))
+    install = next(c for c in commands if c[1:3] == ["pip", "install"])
+    assert install[-3:] == ["torch==2.13.0+cu126", "numpy==2.4.6", "pyarrow==26.0.1"]
+    at = install.index("--extra-index-url")
+    assert install[at + 1] == "https://download.pytorch.org/whl/cu126"
+    assert install[install.index("--index-strategy") + 1] == "unsafe-best-match"
+    commands.clear()
+    build_env.build(str(ROOT / "envs" / "torch-cuda.yaml"), str(tmp_path / "venv"))
+    install = next(c for c in commands if c[1:3] == ["pip", "install"])
+    assert "--index-strategy" not in install and "--extra-index-url" not in install
 
 
 def test_torch_is_pinned():

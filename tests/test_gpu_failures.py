@@ -151,6 +151,23 @@ def test_the_stack_found_says_the_driver_is_older_and_what_was_granted(old_drive
         assert part in text, text
 
 
+def test_a_driver_too_old_for_the_chosen_build_fails_naming_both_and_the_choice(monkeypatch):
+    """PyTorch's default CUDA 13.0 build on a node whose driver supports CUDA up to 12.4: the
+    cell fails naming both versions and the config key that picks another build."""
+    for name in GPU_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(provenance, "gpu_driver", lambda: "550.54.15")
+    monkeypatch.setattr(provenance, "driver_cuda_version", lambda: "12.4")
+    found = provenance.cuda_stack("13.0", "torch.version.cuda", sees_gpu=False)
+    status, message, retime = cli.classify(
+        DeviceNotVisible(f"device cuda requested but torch sees no GPU: {TOO_OLD} "
+                         f"({provenance.describe_cuda(found, 'torch')})", found), "cuda", found)
+    assert status == "failed" and retime
+    for part in ("NVIDIA driver 550.54.15 supporting CUDA up to 12.4", "torch's CUDA 13.0",
+                 "12.4 < 13.0", "cuda_builds"):
+        assert part in message, message
+
+
 def test_the_stack_found_without_driver_or_cuda_build_says_so(monkeypatch):
     for name in GPU_VARS:
         monkeypatch.delenv(name, raising=False)

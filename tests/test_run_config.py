@@ -95,6 +95,9 @@ def test_the_tiny_config_passes_and_gives_its_cells():
         ({"cluster": {"cuda_cpus": 0}}, "'cuda_cpus'"),
         ({"cluster": {"partition": "gpu"}}, "'partition' was unexpected"),
         ({"cluster": {"account": ""}}, "'account'"),
+        ({"cuda_builds": {"torch": "cu118"}}, "'cu118' is not one of ['cu130', 'cu126']"),
+        ({"cuda_builds": {"torch": "cu118"}}, "['cuda_builds']['torch']"),
+        ({"cuda_builds": {"theano": "cuda12"}}, "'theano' was unexpected"),
     ],
 )
 def test_a_bad_config_is_refused_naming_the_fault(override, named):
@@ -224,3 +227,18 @@ def test_a_budget_is_an_integer_resource_where_it_is_whole():
     assert run_config.budget_resource(3600.0) == 3600
     assert isinstance(run_config.budget_resource(3600.0), int)
     assert run_config.budget_resource(0.5) == "0.5"
+
+
+# ------------------------------------------------------------------ the CUDA build
+def test_a_cuda_cell_runs_in_the_cuda_build_the_config_chose():
+    run = checked(copy.deepcopy(TEST_CONFIG))
+    assert run.config["cuda_builds"] == {"torch": "cu130", "jax": "cuda12",
+                                         "tensorflow": "cuda12"}  # the tested pins
+    assert run.env_for("torch", "cuda") == "torch-cuda" and run.env_for("torch", "cpu") == "torch"
+    run = checked(with_fault({"cuda_builds": {"torch": "cu126", "jax": "cuda13"}}))
+    assert (run.env_for("torch", "cuda"), run.env_for("jax", "cuda")) == ("torch-cu126",
+                                                                          "jax-cuda13")
+    assert run.env_for("torch", "cpu") == "torch"  # a CPU cell keeps its CPU build
+    assert run.env_for("tensorflow", "cuda") == "tensorflow-cuda"
+    assert run.env_for("theano", "cpu") == "theano"
+

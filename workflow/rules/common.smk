@@ -128,8 +128,9 @@ def env_python(env):
 
 
 def framework_env(wildcards):
-    """The pin file of a cell: its framework's CPU or CUDA build, by the cell's device."""
-    return spec.FRAMEWORKS[wildcards.framework].env_for(wildcards.device)
+    """The pin file of a cell: its framework's CPU build, or the CUDA build the config's
+    cuda_builds chose, by the cell's device."""
+    return RUN.env_for(wildcards.framework, wildcards.device)
 
 
 # ------------------------------------------------------------------ code as input
@@ -204,7 +205,7 @@ def framework_command(framework, device):
     """The cell's environment and its timing script: `[--receipt R] -- PYTHON measure.py`.
     Part of every timing job's params: a change of its text, even of whitespace (the double
     space when there is no receipt), re-times every finished cell (Snakemake's params trigger)."""
-    env = spec.FRAMEWORKS[framework].env_for(device)
+    env = RUN.env_for(framework, device)
     return f"{receipt_args(env)} -- {env_python(env)} {MEASURE_SCRIPT}"
 
 

@@ -24,7 +24,8 @@ import yaml
 
 
 def read_pins(env_file: str) -> tuple[str | None, list[str]]:
-    """The python version and the pip requirements of a conda environment file."""
+    """The python version and the pip requirements of a conda environment file (its lines
+    as written: an option line, `--extra-index-url URL`, among them)."""
     with open(env_file) as f:
         env = yaml.safe_load(f)
     python, pip = None, []
@@ -56,6 +57,26 @@ def run(cmd: list[str]) -> str:
     return result.stdout
 
 
+def installer_args(requirements: list[str]) -> tuple[list[str], list[str]]:
+    """A pip section's option lines as installer arguments (`--extra-index-url URL`: a CUDA
+    build's own wheel index, envs/torch-cu126.yaml), and its requirements."""
+    options, pins = [], []
+    for line in requirements:
+        if line.startswith("-"):
+            options.extend(line.split())
+        else:
+            pins.append(line)
+    return options, pins
+
+
+def uv_index_strategy(options: list[str]) -> list[str]:
+    """uv takes a package only from the first index that has it, and an extra index (a
+    framework's own) also carries numpy, not at every version: with one, each exact pin is
+    taken from whichever index has it at that version."""
+    extra = any(o in ("--extra-index-url", "--index-url") for o in options)
+    return ["--index-strategy", "unsafe-best-match"] if extra else []
+
+
 def find_links() -> list[str]:
     # uv ignores pip's configuration: pass pip's find-links (local wheels) on explicitly.
     links = os.environ.get("PIP_FIND_LINKS", "").split()
@@ -71,6 +92,7 @@ def build_constraints_file(env_file: str) -> str | None:
 
 def build(env_file: str, prefix: str) -> dict:
     wanted_python, requirements = read_pins(env_file)
+    options, pins = installer_args(requirements)
     build_constraints = build_constraints_file(env_file)
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if wanted_python and not here.startswith(wanted_python):
@@ -85,13 +107,13 @@ def build(env_file: str, prefix: str) -> dict:
         # every timing job would otherwise recompile torch's or TensorFlow's sources on import.
         constrain = ["--build-constraint", build_constraints] if build_constraints else []
         run([uv, "pip", "install", "--compile-bytecode", "--python", python, *find_links(),
-             *constrain, *requirements])
+             *constrain, *options, *uv_index_strategy(options), *pins])
         freeze = run([uv, "pip", "freeze", "--python", python])
     else:
         run([sys.executable, "-m", "venv", prefix])
         if build_constraints:  # pip applies PIP_CONSTRAINT in its isolated build envs too
             os.environ["PIP_CONSTRAINT"] = os.path.abspath(build_constraints)
-        run([python, "-m", "pip", "install", "--quiet", "--compile", *requirements])
+        run([python, "-m", "pip", "install", "--quiet", "--compile", *options, *pins])
         freeze = run([python, "-m", "pip", "freeze"])
     return {
         "status": "ok",

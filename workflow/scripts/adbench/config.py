@@ -520,6 +520,24 @@ def environment_mode(setting: str, conda_enabled: bool) -> str:
     return setting
 
 
+def default_cuda_build(framework: str) -> str | None:
+    """The CUDA build a framework's CUDA cells run in unless the config's cuda_builds names
+    another: the schema's default, the pins tested (envs/<framework>-cuda.yaml)."""
+    builds = load_schema()["properties"]["cuda_builds"]["properties"]
+    return builds.get(framework, {}).get("default")
+
+
+def cell_env(cuda_builds: dict, framework: str, device: str) -> str:
+    """The environment (envs/<name>.yaml) a cell runs in: its framework's CPU build, or on
+    cuda the CUDA build cuda_builds names (the schema's list): the spec's cuda_env for the
+    default, envs/<framework env>-<build>.yaml for another."""
+    info = spec.FRAMEWORKS[framework]
+    build = cuda_builds.get(framework)
+    if device != "cuda" or not info.cuda_env or build in (None, default_cuda_build(framework)):
+        return info.env_for(device)
+    return f"{info.env}-{build}"
+
+
 def current_env_problems(env_mode: str, cells: list, python: str) -> list[str]:
     """environments: current runs every cell in this Python, which must have the frameworks
     (each FRAMEWORKS key is its Python module's name)."""
@@ -550,6 +568,10 @@ class Run:
     workloads: Workloads
     env_mode: str
     walltimes: Walltimes  # each timing job's runtime (minutes)
+
+    def env_for(self, framework: str, device: str) -> str:
+        """The environment a framework's cells on `device` run in (cell_env)."""
+        return cell_env(self.config.get("cuda_builds", {}), framework, device)
 
 
 def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles: list,

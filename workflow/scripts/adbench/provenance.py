@@ -179,7 +179,8 @@ def describe_cuda(found: dict, framework: str = "the framework") -> str:
     if found.get("driver_older_than_runtime"):
         parts.append(f"the driver is older than this build's CUDA "
                      f"({found['driver_cuda_version']} < {found['runtime_cuda_version']}): "
-                     "update the driver or choose a build for the driver's CUDA")
+                     "update the driver, or choose a build for the driver's CUDA (the "
+                     "config's cuda_builds)")
     granted = []
     if found.get("slurm_gpus"):
         granted.append(f"SLURM granted GPU(s) {found['slurm_gpus']}")
