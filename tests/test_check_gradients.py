@@ -116,3 +116,30 @@ def test_a_missing_reference_fails_the_cell(tmp_path):
     other = write_reference(tmp_path, seed=7)
     result, table = check(tmp_path, cells, [other])
     assert result.returncode == 1 and table["ref_rel_error"].isna().all()
+
+
+def test_frozen_cells_are_checked_against_the_trained_parameters_reference(tmp_path):
+    """A frozen task's cells (trainable_gradients) form their own group, checked against
+    their own reference (the whole gradient restricted to the trained parameters), beside
+    the all-trainable cells of the same model and seed; one returning the whole gradient,
+    or a wrong one, fails by name."""
+    whole = [a.astype(np.float32) for a in TRUTH]
+    trained = whole[1:]
+    cells = [write_cell(tmp_path, "torch", "eager", whole),
+             write_cell(tmp_path, "torch", "eager", trained, task="backward_frozen"),
+             write_cell(tmp_path, "tensorflow", "eager", trained, task="backward_frozen")]
+    refs = [write_reference(tmp_path),
+            write_reference(tmp_path, arrays=TRUTH[1:], derivative="trainable_gradients")]
+    result, table = check(tmp_path, cells, refs)
+    assert result.returncode == 0, result.stderr
+    assert table["passed"].all()
+    frozen = table[table["task"] == "backward_frozen"]
+    assert set(frozen["derivative"]) == {"trainable_gradients"}
+    assert set(frozen["reference"]) == {"torch/eager/backward_frozen"}
+    wrong = [write_cell(tmp_path, "torch", "script", whole, task="backward_frozen"),
+             write_cell(tmp_path, "tensorflow", "graph", [trained[0] * 1.01],
+                        task="backward_frozen")]
+    result, table = check(tmp_path, cells + wrong, refs)
+    assert result.returncode == 1
+    assert "torch/script mlp512 backward_frozen" in result.stderr
+    assert "tensorflow/graph mlp512 backward_frozen" in result.stderr

@@ -115,3 +115,31 @@ def test_reference_ignores_the_cells_iteration_counts():
     long = dataclasses.replace(w, warmup=10, iterations=500)
     a, b = reference.reference_derivatives(w), reference.reference_derivatives(long)
     assert all(np.array_equal(x, y) for x, y in zip(a[1], b[1]))
+
+
+@pytest.mark.parametrize("model", ["mlp294x3", "rnn_cell"])
+def test_a_frozen_tasks_reference_is_the_whole_gradient_restricted_to_the_trained(model):
+    """Computed whole (the all-trainable path), then restricted: never by the frozen path."""
+    whole_loss, whole = reference.reference_derivatives(workload(model, "backward"))
+    loss, arrays = reference.reference_derivatives(workload(model, "backward_frozen"))
+    trained = spec.MODELS[model].trained("backward_frozen")
+    assert 0 < len(arrays) == len(trained) < len(whole)
+    assert loss == whole_loss
+    assert all(np.array_equal(a, whole[i]) for a, i in zip(arrays, trained))
+    assert [a.shape for a in arrays] == [spec.MODELS[model].params[i].shape for i in trained]
+
+
+def test_make_reference_writes_a_frozen_tasks_reference(tmp_path):
+    import subprocess
+    import sys
+
+    script = spec.__file__.replace("adbench/spec.py", "make_reference.py")
+    out = tmp_path / "ref.npz"
+    done = subprocess.run([sys.executable, script, "--model", "rnn_cell", "--derivative",
+                           "trainable_gradients", "--seed", "3", "--batch-size", "4",
+                           "--n-samples", "8", "--out", str(out)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    _, _, arrays = reference.read_derivatives(str(out))
+    _, expected = reference.reference_derivatives(workload("rnn_cell", "backward_frozen"))
+    assert len(arrays) == 1 and np.array_equal(arrays[0], expected[0])

@@ -134,7 +134,7 @@ def test_every_table_names_known_models_tasks_and_quantities():
     assert len(set(spec.TABLE_NAMES)) == len(spec.TABLES)
     covered = {(m, t) for table in spec.TABLES for m in table.models for t in table.tasks}
     assert {m for m, _ in covered} == set(spec.MODELS)
-    assert {t for _, t in covered} == set(spec.TASKS)
+    assert {t for _, t in covered} == set(spec.STUDY_TASKS)
 
 
 def test_timed_quantities_split_only_what_the_clock_can_separate():
@@ -244,10 +244,12 @@ def test_make_batches_are_the_epochs_slices_in_order():
 
 
 def test_every_model_and_task_is_in_a_table_of_every_framework():
-    """Tables of the study's frameworks aside, every cell of any framework has a table."""
+    """Tables of the study's frameworks aside, every cell of a study task of any framework
+    has a table; a variant task's cells are judged by a claim against the task they vary
+    (tests/test_verdicts.py), not tabled (yet)."""
     covered = {(m, t) for table in spec.TABLES if table.frameworks is None
                for m in table.models for t in table.tasks}
-    assert covered == set(itertools.product(spec.MODELS, spec.TASKS))
+    assert covered == set(itertools.product(spec.MODELS, spec.STUDY_TASKS))
     assert all(t.layout == "rows" for t in spec.TABLES if t.frameworks is None)
 
 
@@ -276,3 +278,45 @@ def test_a_cells_environment_follows_its_device():
     assert torch.env_for("cpu") == "torch" and torch.env_for("cuda") == "torch-cuda"
     theano = spec.FRAMEWORKS["theano"]
     assert theano.devices == ("cpu",) and theano.env_for("cpu") == "theano"
+
+
+# ------------------------------------------------------------------ variant tasks (issue 26)
+def test_a_variant_task_varies_a_study_task_and_the_study_tasks_are_the_others():
+    for name, task in spec.TASKS.items():
+        assert (task.variant_of in spec.STUDY_TASKS) == (name not in spec.STUDY_TASKS), name
+    assert spec.STUDY_TASKS == ("backward", "jacobian_rows", "jacobian_vectorized",
+                                "loss_jacobian")
+    assert spec.TASKS["backward_frozen"].frozen and not spec.TASKS["backward"].frozen
+    assert spec.TASKS["backward_retained"].variant_of == "backward"
+
+
+@pytest.mark.parametrize("model", list(spec.MODELS))
+def test_a_frozen_part_names_the_models_first_parameters_and_leaves_some_trainable(model):
+    info = spec.MODELS[model]
+    names = [p.name for p in info.params]
+    assert set(info.frozen) <= set(names)
+    # the first layers: the frozen names are a leading run of the spec's order
+    assert names[:len(info.frozen)] == list(info.frozen)
+    assert len(info.frozen) < len(names)
+    trained = info.trained("backward_frozen")
+    assert [names[i] for i in trained] == names[len(info.frozen):]
+    assert info.trained("backward") == list(range(len(names)))
+
+
+def test_the_frozen_parts_are_the_first_half_of_an_mlp_and_a_networks_feature_layers():
+    frozen = {m: spec.MODELS[m].frozen for m in spec.MODELS}
+    assert frozen["mlp512"] == ("fc0.weight", "fc0.bias")  # 2 layers: the first
+    assert frozen["mlp354x2"] == ("fc0.weight", "fc0.bias")  # 3 layers: rounded down
+    assert frozen["mlp294x3"] == ("fc0.weight", "fc0.bias", "fc1.weight", "fc1.bias")
+    assert frozen["cnn"] == tuple(f"conv{i}.{k}" for i in (0, 1) for k in ("weight", "bias"))
+    assert [p.name for p in spec.MODELS["resnet50"].params if p.name not in
+            frozen["resnet50"]] == ["fc.weight", "fc.bias"]
+    assert frozen["rnn_cell"] == ("W_h",)
+    assert not frozen["dense"] and not frozen["fc_xent"] and not frozen["ctc"]
+
+
+def test_a_frozen_cell_has_a_reference_of_its_own_kind():
+    cell = spec.Cell("torch", "eager", "mlp512", "backward_frozen", "cpu", 1, 0)
+    assert cell.reference_path == "reference/mlp512/trainable_gradients/seed0.npz"
+    retained = spec.Cell("torch", "eager", "mlp512", "backward_retained", "cpu", 1, 0)
+    assert retained.reference_path == "reference/mlp512/gradients/seed0.npz"

@@ -4,13 +4,15 @@
     python workflow/scripts/check_gradients.py --tolerance 1e-5 [--model-tolerance cnn=1e-4] \
         --csv X.csv --md X.md --references REF.npz... --cells CELL.npz...
 
-A cell's .npz holds its loss and derivative at the first batch: the loss gradients (tasks
-backward, loss_jacobian) or the output Jacobian (jacobian_rows, jacobian_vectorized).
-Cells computing the same derivative (same model, derivative kind, device, threads, seed)
-are compared with the float64 reference of that model and seed (`ref_rel_error`) and with
-the group's first ok cell (`max_rel_error`); relative L2 error, largest over arrays
-(adbench.reference.relative_error).  Exits 1, naming the cells, when either exceeds the
-model's tolerance.
+A cell's .npz holds its loss and derivative at the first batch, of its task's kind
+(spec.TaskInfo.derivative): the loss gradients (backward, loss_jacobian, backward_retained),
+those of the trained parameters only (backward_frozen: trainable_gradients, whose reference
+is the whole gradient restricted to them) or the output Jacobian (jacobian_rows,
+jacobian_vectorized).  Cells computing the same derivative (same model, derivative kind,
+device, threads, seed) are compared with the float64 reference of that model and seed
+(`ref_rel_error`) and with the group's first ok cell (`max_rel_error`); relative L2 error,
+largest over arrays (adbench.reference.relative_error).  Exits 1, naming the cells, when
+either exceeds the model's tolerance.
 """
 
 from __future__ import annotations

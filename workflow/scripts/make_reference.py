@@ -5,7 +5,9 @@
         [--batch-size B] [--n-samples N] [--jacobian-rows R] --out results/reference/....npz
 
 Numpy for the small models; a float64 run of the PyTorch backend where the spec says so
-(`reference="torch"`), in which case this runs in the torch environment.  The .npz has the
+(`reference="torch"`), in which case this runs in the torch environment.  The derivative
+kinds are spec.TaskInfo.derivative's (trainable_gradients: the gradients restricted to the
+parameters a frozen task trains).  The .npz has the
 same keys as a cell's derivative file (status, loss, g0, g1, ...).
 """
 

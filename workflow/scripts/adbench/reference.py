@@ -6,7 +6,10 @@ would be impractical (convolutions, recurrences, attention, CTC, ResNet50) the s
 cells of every framework (and PyTorch's own float32 cells) are then compared with.
 
 The derivative is that of the task's kind (spec.TASKS[task].derivative) at the workload's
-first batch, in the layout the backends' `Prepared.derivatives` use.
+first batch, in the layout the backends' `Prepared.derivatives` use.  A frozen task's
+("trainable_gradients": the gradients of the parameters outside the model's frozen part) is
+the all-trainable gradients' reference restricted to those parameters: computed whole, never
+by the frozen path the cells take.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import numpy as np
 
 from adbench import spec
 
-REFERENCE_TASK = {"gradients": "backward", "jacobian": "jacobian_rows"}
+# The task whose data sizes each derivative kind's reference shares with its cells.
+REFERENCE_TASK = {"gradients": "backward", "trainable_gradients": "backward_frozen",
+                  "jacobian": "jacobian_rows"}
 # An array whose reference is tiny next to the others (attention's key bias has a zero
 # gradient in exact arithmetic) is compared on this fraction of the largest array's norm.
 NORM_FLOOR = 1e-2
@@ -40,6 +45,9 @@ def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarr
     derivative = spec.TASKS[workload.task].derivative
     workload = dataclasses.replace(workload, task=REFERENCE_TASK[derivative], warmup=0,
                                    iterations=1)
+    if spec.TASKS[workload.task].frozen:
+        loss, arrays = reference_derivatives(dataclasses.replace(workload, task="backward"))
+        return loss, [arrays[i] for i in workload.spec.trained(workload.task)]
     if workload.spec.reference == "numpy":
         params, batch = _float64_point(workload)
         family = {"mlp": _mlp, "rnn_cell": _rnn_cell}[workload.spec.family]

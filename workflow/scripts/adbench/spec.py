@@ -174,9 +174,19 @@ class TaskInfo:
 
     label: str
     description: str
-    derivative: str  # "gradients" (of the loss, per parameter) or "jacobian" (output w.r.t. input)
+    # "gradients" (of the loss, per parameter), "trainable_gradients" (the same, of the
+    # parameters outside the model's frozen part only: ModelSpec.frozen) or "jacobian"
+    # (output w.r.t. input).  Each kind has its own float64 reference file.
+    derivative: str
     # Forward and derivative are two calls the clock can separate (outside whole-step modes).
     separable: bool
+    # The task this one changes in one respect (the claims compare the two, paired by seed).
+    variant_of: str | None = None
+
+    @property
+    def frozen(self) -> bool:
+        """The model's frozen part is not trainable: no derivative is taken through it."""
+        return self.derivative == "trainable_gradients"
 
 
 TASKS: dict[str, TaskInfo] = {
@@ -196,7 +206,21 @@ TASKS: dict[str, TaskInfo] = {
         "Jacobian API (torch.autograd.functional.jacobian / tape.jacobian) on the same batch "
         "as backward: Hypothesis 0 says it costs one backward pass", "gradients",
         separable=False),
+    "backward_frozen": TaskInfo(
+        "backward, frozen part", "the backward step with the model's frozen part (its first "
+        "layers: ModelSpec.frozen) not trainable (requires_grad=False / the tape's gradient "
+        "w.r.t. the trainable variables / jax.grad w.r.t. the trainable subset): the gradient "
+        "of the loss w.r.t. the other parameters only", "trainable_gradients", separable=True,
+        variant_of="backward"),
+    "backward_retained": TaskInfo(
+        "backward, graph retained", "the backward step with its graph kept after the step "
+        "(loss.backward(retain_graph=True) / a persistent GradientTape) and held, as by a "
+        "user who differentiates the same graph again, until the next step starts (dropped "
+        "there, outside the clock)",
+        "gradients", separable=True, variant_of="backward"),
 }
+# The tasks of the study's own experiments (the others vary one of them: TaskInfo.variant_of).
+STUDY_TASKS = tuple(t for t, info in TASKS.items() if info.variant_of is None)
 
 
 def eager_mode_of(framework: str) -> str | None:
@@ -270,6 +294,10 @@ class ModelSpec:
     jacobian_rows: int | None = None  # rows of the output Jacobian computed (None: all)
     reference: str = "numpy"  # float64 ground truth: numpy, or a float64 torch run
     study_parameters: int | None = None  # the study's own count, where it printed one
+    # The parameters (by name) a frozen task (TaskInfo.frozen) does not train: the model's
+    # first layers, as a user fine-tuning the rest freezes them; () where the model has no
+    # such part (a single layer), and its frozen cells are unsupported.
+    frozen: tuple[str, ...] = ()
 
     @property
     def n_parameters(self) -> int:
@@ -286,6 +314,23 @@ class ModelSpec:
     def jacobian_shape(self, rows: int | None = None) -> tuple[int, ...]:
         return (rows or self.n_jacobian_rows, *self.input_shape)
 
+    def trained(self, task: str) -> list[int]:
+        """The indices (spec order) of the parameters a loss task differentiates: all, or
+        those outside the frozen part for a frozen task."""
+        frozen = set(self.frozen) if TASKS[task].frozen else set()
+        return [i for i, p in enumerate(self.params) if p.name not in frozen]
+
+
+def named(params, *prefixes: str) -> tuple[str, ...]:
+    """The names of the parameters under the given prefixes ("fc0." names fc0's weight and
+    bias): how a model's frozen part is written."""
+    return tuple(p.name for p in params if p.name.startswith(prefixes))
+
+
+def first_half_of_layers(n_layers: int) -> tuple[str, ...]:
+    """An MLP's first half of its dense layers (rounded down), fc0, fc1, ...: its frozen part."""
+    return tuple(f"fc{i}." for i in range(n_layers // 2))
+
 
 MNIST = dict(input_shape=(784,), output_shape=(10,))
 IMAGE = dict(input_shape=(1, 28, 28), output_shape=(10,))
@@ -299,7 +344,8 @@ def _mlp(hidden: tuple[int, ...], study_parameters: int) -> ModelSpec:
         label="[" + ", ".join(map(str, hidden)) + "]", family="mlp",
         source="000 §3.1, Tables 1-2", choices="ReLU hidden layers, linear output, "
         "Glorot-uniform weights, zero biases", loss="l2", target="onehot",
-        params=tuple(params), arch={"sizes": sizes}, study_parameters=study_parameters, **MNIST)
+        params=tuple(params), arch={"sizes": sizes}, study_parameters=study_parameters,
+        frozen=named(params, *first_half_of_layers(len(sizes) - 1)), **MNIST)
 
 
 # ---------------------------------------------------------------- ResNet50 (torchvision v1.5)
@@ -350,7 +396,7 @@ MODELS: dict[str, ModelSpec] = {
         label="FCN", family="mlp", source="000 §3.2, Table 3 (FCN)",
         choices="fully-connected network 784-256-10, ReLU; sizes not stated by the study",
         loss="l2", target="onehot", params=tuple(dense("fc0", 784, 256) + dense("fc1", 256, 10)),
-        arch={"sizes": (784, 256, 10)}, **MNIST),
+        arch={"sizes": (784, 256, 10)}, frozen=("fc0.weight", "fc0.bias"), **MNIST),
     "cnn": ModelSpec(
         label="CNN", family="cnn", source="000 §3.2, Table 3 (CNN)",
         choices="conv 3x3 1->8 (pad 1), ReLU, conv 3x3 8->16 (stride 2, pad 1), ReLU, "
@@ -358,7 +404,8 @@ MODELS: dict[str, ModelSpec] = {
         loss="l2", target="onehot", reference="torch",
         params=tuple(conv("conv0", 1, CNN_CHANNELS[0], 3) + conv("conv1", *CNN_CHANNELS, 3)
                      + dense("fc", CNN_CHANNELS[1] * 14 * 14, 10)),
-        arch={"channels": CNN_CHANNELS, "kernel": 3, "strides": (1, 2), "padding": 1}, **IMAGE),
+        arch={"channels": CNN_CHANNELS, "kernel": 3, "strides": (1, 2), "padding": 1},
+        frozen=("conv0.weight", "conv0.bias", "conv1.weight", "conv1.bias"), **IMAGE),
     "lstm": ModelSpec(
         label="LSTM", family="lstm", source="000 §3.2, Table 3 (LSTM)",
         choices=f"one LSTM layer, hidden {LSTM_HIDDEN}, over the 28 rows of a 28x28 image "
@@ -370,7 +417,8 @@ MODELS: dict[str, ModelSpec] = {
                       4 * LSTM_HIDDEN),
                 Param("lstm.bias", (4 * LSTM_HIDDEN,), "zeros"),
                 *dense("fc", LSTM_HIDDEN, 10)),
-        arch={"hidden": LSTM_HIDDEN, "steps": 28}),
+        arch={"hidden": LSTM_HIDDEN, "steps": 28},
+        frozen=("lstm.W_ih", "lstm.W_hh", "lstm.bias")),
     "resnet50": ModelSpec(
         label="ResNet50", family="resnet", source="000 §3.2, Table 4",
         choices="ResNet50 v1.5 (stride in the 3x3 convolution, as torchvision), 1000 classes, "
@@ -378,7 +426,8 @@ MODELS: dict[str, ModelSpec] = {
         "(the study's was presumably 224x224), Jacobian of the first 10 of 1000 logits",
         input_shape=(3, 32, 32), output_shape=(1000,), loss="l2", target="onehot",
         params=tuple(_resnet50_params(1000)), arch={"stages": RESNET50_STAGES},
-        batch_size=8, n_samples=64, jacobian_rows=10, reference="torch"),
+        batch_size=8, n_samples=64, jacobian_rows=10, reference="torch",
+        frozen=named(_resnet50_params(1000), "conv1.", "bn1.", "layer")),  # all but fc
     "dense": ModelSpec(
         label="Dense", family="mlp", source="001 §3, Table 1 (dense layer)",
         choices="one dense layer 256->128 without activation (Keras' default); size not "
@@ -412,7 +461,7 @@ MODELS: dict[str, ModelSpec] = {
         "slides; no biases", input_shape=(RNN_CELL["inputs"],),
         output_shape=(RNN_CELL["hidden"],), loss="sum",
         params=(Param("W_h", (20, 20), "glorot", 20, 20), Param("W_x", (20, 10), "glorot", 10, 20)),
-        arch=RNN_CELL, batch_size=1, n_samples=469),
+        arch=RNN_CELL, batch_size=1, n_samples=469, frozen=("W_h",)),
 }
 
 
@@ -481,7 +530,7 @@ TABLES: tuple[TableInfo, ...] = (
               "parameters", tuple(MODELS), ("backward", "loss_jacobian"), "step_s",
               "us", study_table="001 Hypothesis 0", layout="rows"),
     TableInfo("table7_layers", "The other layers the study's documents name: every task",
-              ("attention", "fc_xent", "ctc", "rnn_cell"), tuple(TASKS), "step_s", "us",
+              ("attention", "fc_xent", "ctc", "rnn_cell"), STUDY_TASKS, "step_s", "us",
               study_table="001 §2, 002", layout="rows"),
     TableInfo("table8_frameworks", "Every framework and mode: a training step of the MLPs "
               "and the RNN cell", MLPS + ("rnn_cell",), ("backward",), "step_s", "us",

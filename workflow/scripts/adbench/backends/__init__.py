@@ -42,6 +42,8 @@ results tree), never the user's home; `choices` says whether a cache was cold or
 
 `Prepared.derivatives(i)` returns, at iteration i's batch, outside the clock:
     task derivative "gradients": (loss, [dloss/dparam for every spec param, canonical layout])
+    task derivative "trainable_gradients": the same for the params a frozen task trains
+                                 (trained_params: every one outside spec.ModelSpec.frozen)
     task derivative "jacobian":  (nan,  [J]) with J of shape spec.jacobian_shape(rows):
                                  d output.flatten()[:rows] / d x (one example, canonical layout)
 """
@@ -55,7 +57,7 @@ from typing import Callable
 
 import numpy as np
 
-from adbench.spec import FRAMEWORKS
+from adbench.spec import FRAMEWORKS, TASKS
 from adbench.timing import Clock
 
 
@@ -99,6 +101,17 @@ class Prepared:
     choices: dict[str, str] = dataclasses.field(default_factory=dict)
     # Seconds of ahead-of-time compilation or tracing inside prepare (see the docstring).
     compile_s: float = 0.0
+
+
+def trained_params(workload) -> list[int]:
+    """The indices (spec order) of the parameters the workload's task differentiates
+    (spec.ModelSpec.trained): a frozen task (spec.TaskInfo.frozen) on a model whose spec
+    defines no frozen part is refused, in every backend alike."""
+    model = workload.spec
+    if TASKS[workload.task].frozen and not model.frozen:
+        raise UnsupportedCell(f"{workload.model} has no frozen part (spec.ModelSpec.frozen "
+                              f"is empty: a single layer, or no first layers to freeze)")
+    return model.trained(workload.task)
 
 
 def no_sync() -> None:

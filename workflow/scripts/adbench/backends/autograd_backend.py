@@ -28,7 +28,7 @@ from autograd.extend import vspace
 from autograd.scipy.special import logsumexp
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, blas, no_sync
+from adbench.backends import Prepared, UnsupportedCell, blas, no_sync, trained_params
 from adbench.timing import split_timer, whole_timer
 
 
@@ -312,6 +312,40 @@ def backward_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
                     "these two calls"})
 
 
+def backward_frozen_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
+    """backward w.r.t. the trainable parameters only: make_vjp of a function of those, the
+    frozen ones plain arrays of its closure (autograd traces nothing through them)."""
+    trained = trained_params(workload)
+
+    def loss_of(trainable, batch):
+        every = list(params)
+        for k, i in enumerate(trained):
+            every[i] = trainable[k]
+        return loss_fn(model_fn(every, batch), batch)
+
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    differentiated = [params[i] for i in trained]
+
+    def forward(i):
+        return make_vjp(loss_of)(differentiated, batch(i))
+
+    def backward(state):
+        vjp, loss = state
+        return vjp(vspace(loss).ones())
+
+    def run(i, clock):
+        return split_timer(lambda: forward(i), backward, no_sync, clock)
+
+    def derivatives(i):
+        state = forward(i)
+        return float(state[1]), list(backward(state))
+
+    return Prepared(run, derivatives, {
+        "backward": "make_vjp of the loss as a function of the trainable parameters (the "
+                    "frozen ones closed over: constants to autograd's tracer), then its vjp "
+                    "of ones"})
+
+
 def jacobian_rows_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
     rows = min(workload.jacobian_rows, workload.spec.n_outputs)
     one_hot = list(onp.eye(rows, dtype=batches[0]["x"].dtype))  # made once, outside the clock
@@ -401,9 +435,18 @@ def loss_jacobian_task(model_fn, loss_fn, params, batches, workload) -> Prepared
 
 TASK_BUILDERS: dict[str, Callable[..., Prepared]] = {
     "backward": backward_task,
+    "backward_frozen": backward_frozen_task,
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": jacobian_vectorized_task,
     "loss_jacobian": loss_jacobian_task,
+}
+
+
+# Tasks autograd has no way to express, and why.
+NO_TASK = {
+    "backward_retained": "autograd's tape lives in the vjp closure make_vjp returns and goes "
+                         "with it: there is no retain_graph to set (the graph is kept exactly "
+                         "as long as the caller keeps the vjp)",
 }
 
 
@@ -417,7 +460,8 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     if model.family not in FAMILIES:
         raise UnsupportedCell(f"autograd backend has no model family {model.family!r}")
     if workload.task not in TASK_BUILDERS:
-        raise UnsupportedCell(f"autograd backend has no task {workload.task!r}")
+        raise UnsupportedCell(NO_TASK.get(workload.task,
+                                          f"autograd backend has no task {workload.task!r}"))
     np_dtype = onp.dtype(dtype)
     params = [onp.ascontiguousarray(p, dtype=np_dtype) for p in spec.make_params(workload)]
     batches = [{k: (v.astype(np_dtype) if v.dtype.kind == "f" else v) for k, v in b.items()}

@@ -365,6 +365,8 @@ LOSSES = {"l2": _l2, "xent": _xent, "ctc": _ctc, "sum": _sum}
 # ================================================================ tasks
 def backward_task(model: Model, loss_fn, batches, workload) -> Prepared:
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    retain = workload.task == "backward_retained"
+    kept = []  # backward_retained: the last step's loss, and through it its graph
 
     def forward(i):
         x, aux = batch(i)
@@ -372,9 +374,12 @@ def backward_task(model: Model, loss_fn, batches, workload) -> Prepared:
 
     def backward(loss):
         loss.backward()
+        if retain:
+            kept.append(loss)
 
     def run(i, clock):
         model.chain.cleargrads()  # outside the clock: each step starts with no .grad
+        kept.clear()
         return split_timer(lambda: forward(i), backward, no_sync, clock)
 
     def derivatives(i):
@@ -383,8 +388,12 @@ def backward_task(model: Model, loss_fn, batches, workload) -> Prepared:
         loss.backward()
         return float(loss.array), model.canonical([p.grad for p in model.params])
 
-    return Prepared(run, derivatives, {"backward": "loss.backward(), cleargrads() outside "
-                                                   "the clock"})
+    choices = {"backward": "loss.backward(), cleargrads() outside the clock"}
+    if retain:
+        choices["retained"] = ("Chainer keeps a graph while its output is referenced (no "
+                               "retain_graph flag): the loss held after the step, released "
+                               "outside the clock when the next step starts")
+    return Prepared(run, derivatives, choices)
 
 
 def jacobian_rows_task(model: Model, loss_fn, batches, workload) -> Prepared:
@@ -422,6 +431,7 @@ def unsupported_task(reason: str):
 
 TASK_BUILDERS = {
     "backward": backward_task,
+    "backward_retained": backward_task,
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": unsupported_task(NO_JACOBIAN_API),
     # chainer.grad of the scalar loss is the gradient, i.e. the backward task again: timing it
@@ -441,6 +451,15 @@ def _batch(batch: dict, model_spec: spec.ModelSpec, dtype) -> tuple:
     return np.ascontiguousarray(batch["x"], dtype=dtype), np.ascontiguousarray(aux)
 
 
+# Tasks Chainer has no way to express, and why.
+NO_TASK = {
+    "backward_frozen": "Chainer 7 cannot exclude parameters from differentiation: a "
+                       "Parameter's requires_grad is fixed (True) when it is created and "
+                       "read-only, and link.disable_update() stops only the optimizer, so "
+                       "loss.backward() still computes the frozen part's gradients",
+}
+
+
 def build_model(model_spec: spec.ModelSpec) -> Model:
     if model_spec.family not in BUILDERS:
         raise UnsupportedCell(f"chainer backend has no model family {model_spec.family!r}")
@@ -453,7 +472,8 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     if device != "cpu":
         raise UnsupportedCell("chainer backend runs on numpy (CPU); CuPy is not installed")
     if workload.task not in TASK_BUILDERS:
-        raise UnsupportedCell(f"chainer backend has no task {workload.task!r}")
+        raise UnsupportedCell(NO_TASK.get(workload.task,
+                                          f"chainer backend has no task {workload.task!r}"))
     model_spec = workload.spec
     chainer.global_config.dtype = np.dtype(dtype)  # the links' parameters
     model = build_model(model_spec)

@@ -32,7 +32,7 @@ import numpy as np
 from jax import lax
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, device_not_visible
+from adbench.backends import Prepared, UnsupportedCell, device_not_visible, trained_params
 from adbench.timing import split_timer, whole_timer
 
 MODES = ("eager", "jit")
@@ -436,6 +436,46 @@ def backward_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) ->
     return Task(vjp_forward, vjp_backward, step, result, {"backward": choice})
 
 
+def backward_frozen_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
+    """backward w.r.t. the trainable parameters only: the step's parameters are the pair
+    (trainable, frozen) (split_frozen) and jax.value_and_grad differentiates the first, so
+    nothing is linearised through the frozen part (the frozen arrays are plain inputs)."""
+    def loss_fn(trainable, frozen, x, aux):
+        return loss(forward({**frozen, **trainable}, x, aux), aux)
+
+    def vjp_forward(params, x, aux):
+        trainable, frozen = params
+        return jax.vjp(lambda p: loss_fn(p, frozen, x, aux), trainable)
+
+    def vjp_backward(state):
+        value, pullback = state
+        return pullback(jnp.ones_like(value))
+
+    grad = jax.value_and_grad(loss_fn)  # argnums=0: the trainable parameters
+    grad = jax.jit(grad) if jit else grad
+
+    def step(params, x, aux):
+        return grad(*params, x, aux)
+
+    def result(params, x, aux):
+        value, grads = step(params, x, aux)
+        return float(value), grads
+
+    choice = ("jax.jit(jax.value_and_grad(loss)) w.r.t. the trainable parameters' dict, the "
+              "frozen ones a second argument" if jit else
+              "forward: jax.vjp(loss, trainable params) with the frozen ones closed over; "
+              "backward: the pullback at cotangent 1.0")
+    return Task(vjp_forward, vjp_backward, step, result, {"backward": choice})
+
+
+def split_frozen(params: dict, workload: spec.Workload) -> tuple[dict, dict]:
+    """(trainable, frozen) parameter dicts of a frozen task (backends.trained_params)."""
+    names = [p.name for p in workload.spec.params]
+    trained = {names[i] for i in trained_params(workload)}
+    return ({k: v for k, v in params.items() if k in trained},
+            {k: v for k, v in params.items() if k not in trained})
+
+
 def loss_jacobian_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
     def loss_fn(params, x, aux):
         return loss(forward(params, x, aux), aux)
@@ -494,9 +534,19 @@ def jacobian_vectorized_task(forward: Forward, loss: Callable, one_hot: list, ji
                              "one-hot basis)" + (", inside the jax.jit" if jit else "")})
 
 
-TASK_BUILDERS = {"backward": backward_task, "loss_jacobian": loss_jacobian_task,
+TASK_BUILDERS = {"backward": backward_task, "backward_frozen": backward_frozen_task,
+                 "loss_jacobian": loss_jacobian_task,
                  "jacobian_rows": jacobian_rows_task,
                  "jacobian_vectorized": jacobian_vectorized_task}
+
+
+# Tasks JAX has no way to express, and why.
+NO_TASK = {
+    "backward_retained": "JAX is functional: no graph outlives the call that differentiates "
+                         "(a step's residuals live in the pullback jax.vjp returns, and "
+                         "nothing retains or frees a graph between steps), so there is no "
+                         "retain_graph to set",
+}
 
 
 # ================================================================ prepare
@@ -531,7 +581,8 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     if model_spec.family not in FAMILIES:
         raise UnsupportedCell(f"jax backend has no model family {model_spec.family!r}")
     if workload.task not in TASK_BUILDERS:
-        raise UnsupportedCell(f"jax backend has no task {workload.task!r}")
+        raise UnsupportedCell(NO_TASK.get(workload.task,
+                                          f"jax backend has no task {workload.task!r}"))
     if dtype == "float64":  # process-wide; the harness never asks for it
         jax.config.update("jax_enable_x64", True)
     dev = _device(device)
@@ -545,6 +596,9 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     one_hot = [jax.device_put(e, dev) for e in np.eye(rows, dtype=dtype)]
     _ready((params, batches, one_hot))
     jit = mode == "jit"
+    trained = [model_spec.params[i].name for i in trained_params(workload)]
+    differentiated = split_frozen(params, workload) if spec.TASKS[workload.task].frozen \
+        else params
     task = TASK_BUILDERS[workload.task](FAMILIES[model_spec.family](model_spec),
                                         LOSSES[model_spec.loss], one_hot, jit)
     context = contextlib.nullcontext if jit else jax.disable_jit
@@ -555,17 +609,18 @@ def prepare(workload: spec.Workload, mode: str, device: str,
         x, aux = batch(i)
         with context():
             if split:
-                return split_timer(lambda: sync.hold(task.forward(params, x, aux)),
+                return split_timer(lambda: sync.hold(task.forward(differentiated, x, aux)),
                                    lambda state: sync.hold(task.derive(state)), sync, clock)
-            return whole_timer(lambda: sync.hold(task.step(params, x, aux)), sync, clock)
+            return whole_timer(lambda: sync.hold(task.step(differentiated, x, aux)), sync,
+                               clock)
 
     def derivatives(i):
         with context():
-            loss, arrays = task.result(params, *batch(i))
+            loss, arrays = task.result(differentiated, *batch(i))
         if spec.TASKS[workload.task].derivative == "jacobian":
             shape = model_spec.jacobian_shape(rows)
             return float("nan"), [np.asarray(arrays, dtype=dtype).reshape(shape)]
-        return loss, [np.asarray(arrays[p.name], dtype=dtype) for p in model_spec.params]
+        return loss, [np.asarray(arrays[name], dtype=dtype) for name in trained]
 
     family_choices = {
         "lstm": {"lstm": "lax.scan of the cell over the 28 steps (a Python loop under "

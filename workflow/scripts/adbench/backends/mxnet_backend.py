@@ -43,7 +43,7 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn, rnn
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, blas
+from adbench.backends import Prepared, UnsupportedCell, blas, trained_params
 from adbench.timing import split_timer
 
 
@@ -397,21 +397,39 @@ def _sync() -> None:
     mx.nd.waitall()
 
 
+def freeze(binds, workload) -> list:
+    """The binds of the parameters the task trains; the frozen part's get grad_req 'null'
+    (before hybridize), so autograd computes no gradient through them."""
+    trained = trained_params(workload)
+    if len(trained) == len(workload.spec.params):
+        return binds
+    for i, (param, _) in enumerate(binds):
+        if i not in trained:
+            param.grad_req = "null"
+    return [binds[i] for i in trained]
+
+
 def backward_task(model, binds, batches, workload, hybrid: bool) -> Prepared:
+    binds = freeze(binds, workload)
     net = WithLoss(model, workload.spec)  # no parameters of its own
     if hybrid:
         net.hybridize(static_alloc=True, static_shape=True)
     params = [p for p, _ in binds]
     batch = lambda i: batches[i % len(batches)]
+    retain = workload.task == "backward_retained"
+    kept = []  # backward_retained: the last step's loss, and through it its graph
 
     def forward(i):
         with autograd.record():  # training mode: see INFERENCE_MODE
             return net(*batch(i))
 
     def backward(loss):
-        loss.backward()  # grad_req 'write': every step overwrites the gradients
+        loss.backward(retain_graph=retain)  # grad_req 'write': each step overwrites
+        if retain:
+            kept.append(loss)
 
     def run(i, clock):
+        kept.clear()  # outside the clock
         return split_timer(lambda: forward(i), backward, _sync, clock)
 
     def derivatives(i):
@@ -422,7 +440,17 @@ def backward_task(model, binds, batches, workload, hybrid: bool) -> Prepared:
 
     return Prepared(run, derivatives, {"backward": "with autograd.record(): loss = "
                                        "net(x, y); loss.backward(); gradients written into "
-                                       "each Parameter's grad (grad_req='write')"})
+                                       "each Parameter's grad (grad_req='write')",
+                                       **BACKWARD_CHOICES.get(workload.task, {})})
+
+
+BACKWARD_CHOICES = {
+    "backward_frozen": {"frozen": "the frozen part's Parameters grad_req='null' (before "
+                                  "hybridize): no gradient computed through them"},
+    "backward_retained": {"retained": "loss.backward(retain_graph=True), the loss held after "
+                                      "the step, released outside the clock when the next "
+                                      "step starts"},
+}
 
 
 def jacobian_rows_task(model, binds, batches, workload, hybrid: bool) -> Prepared:
@@ -476,6 +504,8 @@ def _no_jacobian_api(model, binds, batches, workload, hybrid):
 
 TASK_BUILDERS = {
     "backward": backward_task,
+    "backward_frozen": backward_task,
+    "backward_retained": backward_task,
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": _no_jacobian_api,
     "loss_jacobian": _no_jacobian_api,

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from adbench import spec
-from adbench.backends import UnsupportedCell, no_sync
+from adbench.backends import UnsupportedCell, no_sync, trained_params
 from adbench.timing import whole_timer
 
 
@@ -302,16 +302,29 @@ def inputs(d: Dialect, model, dtype: str, per_example: bool):
 
 
 def _loss_graph(d: Dialect, workload: spec.Workload, params, x, aux):
-    """(outputs, derivative choice) of backward and loss_jacobian: the loss, then its
-    derivatives w.r.t. every weight."""
+    """(outputs, derivative choice) of backward, backward_frozen and loss_jacobian: the loss,
+    then its derivatives w.r.t. every weight (the trainable ones of backward_frozen: grad
+    w.r.t. a subset builds no derivative graph through the frozen part)."""
     model = workload.spec
     loss = loss_of(d, model, FAMILIES[model.family](d, model, params, x, aux), aux)
     if workload.task == "backward":
         return [loss, *d.framework.grad(loss, params)], f"{d.name}.grad(loss, shared weights)"
+    if workload.task == "backward_frozen":
+        trained = [params[i] for i in trained_params(workload)]
+        return [loss, *d.framework.grad(loss, trained)], (
+            f"{d.name}.grad(loss, the trainable shared weights): the frozen part's weights "
+            "are constants of the derivative graph")
     return [loss, *d.framework.gradient.jacobian(loss, params)], (
         f"{d.name}.gradient.jacobian(loss, shared weights): for a scalar expression it is "
         f"{d.name}.grad (the same graph as backward)"
     )
+
+
+# Tasks a compiled symbolic function cannot express, and why ({name}: the library's label).
+NO_TASK = {
+    "backward_retained": "{name} compiles the step into one function whose intermediates "
+                         "live only during a call: no graph outlives the step to retain",
+}
 
 
 def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
@@ -327,12 +340,13 @@ def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
             f"{d.name}.scan over the 28 steps; input projection x @ W_ih + b for all steps "
             "before the scan"
         )
-    if task in ("backward", "loss_jacobian"):
+    if task in ("backward", "backward_frozen", "loss_jacobian"):
         outputs, choices["derivative"] = _loss_graph(d, workload, params, x, aux)
         return [x, aux], outputs, choices
     jacobians = {"jacobian_rows": d.jacobian_rows, "jacobian_vectorized": d.jacobian_vectorized}
     if task not in jacobians:
-        raise UnsupportedCell(f"{d.name} backend has no task {task!r}")
+        raise UnsupportedCell(NO_TASK.get(task, f"{d.name} backend has no task {task!r}")
+                              .format(name=d.label))
     rows = min(workload.jacobian_rows, model.n_outputs)
     out = FAMILIES[model.family](d, model, params, x, aux).flatten()[:rows]
     jac, choices["derivative"] = jacobians[task](out, x, rows)

@@ -18,7 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, device_not_visible, no_sync
+from adbench.backends import (Prepared, UnsupportedCell, device_not_visible, no_sync,
+                              trained_params)
 from adbench.timing import split_timer, whole_timer
 
 keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
@@ -425,6 +426,10 @@ class Task:
     forward: Callable[[dict], tuple]
     derive: Callable[[tuple], tuple]
     choices: dict[str, str] = dataclasses.field(default_factory=dict)
+    # The spec params it differentiates (a loss task's derivatives, in this order).
+    trained: list[int] | None = None
+    # Called outside the clock before each step: drops what the last step kept.
+    release: Callable[[], None] = no_sync
 
 
 def _loss_task(model: Model, loss_fn, jacobian: bool) -> Task:
@@ -440,6 +445,49 @@ def _loss_task(model: Model, loss_fn, jacobian: bool) -> Task:
         return loss, tape.gradient(loss, model.variables)
 
     return Task(forward, derive)
+
+
+def _frozen_task(model: Model, loss_fn, trained: list[int]) -> Task:
+    """The backward step w.r.t. the trainable variables only: the frozen part's are never
+    watched (as trainable=False leaves them), so the tape records nothing through it."""
+    sources = [model.variables[i] for i in trained]
+
+    def forward(batch):
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(sources)
+            loss = loss_fn(model.forward(batch), batch)
+        return tape, loss
+
+    def derive(state):
+        tape, loss = state
+        return loss, tape.gradient(loss, sources)
+
+    return Task(forward, derive, {"frozen": "tf.GradientTape(watch_accessed_variables=False) "
+                                            "watching the trainable variables only, "
+                                            "tape.gradient w.r.t. them"}, trained)
+
+
+def _retained_task(model: Model, loss_fn) -> Task:
+    """The backward step on a persistent tape, held after the step (eagerly) until the next
+    step starts: its recorded intermediates stay alive as a retained graph's do."""
+    kept = []
+
+    def forward(batch):
+        with tf.GradientTape(persistent=True) as tape:
+            loss = loss_fn(model.forward(batch), batch)
+        return tape, loss
+
+    def derive(state):
+        tape, loss = state
+        if tf.executing_eagerly():  # inside a tf.function the tape ends with the call
+            kept.append(tape)
+        return loss, tape.gradient(loss, model.variables)
+
+    return Task(forward, derive, {"retained": "tf.GradientTape(persistent=True); in eager "
+                                              "mode the tape is held after the step and "
+                                              "dropped outside the clock when the next step "
+                                              "starts; in a tf.function it ends with the "
+                                              "call"}, release=kept.clear)
 
 
 def _output_rows(model: Model, batch, rows: int, persistent: bool):
@@ -491,6 +539,10 @@ def make_task(workload: spec.Workload, model: Model, dtype) -> Task:
     rows = min(workload.jacobian_rows, workload.spec.n_outputs)
     if workload.task == "backward":
         return _loss_task(model, LOSSES[workload.spec.loss], jacobian=False)
+    if workload.task == "backward_frozen":
+        return _frozen_task(model, LOSSES[workload.spec.loss], trained_params(workload))
+    if workload.task == "backward_retained":
+        return _retained_task(model, LOSSES[workload.spec.loss])
     if workload.task == "loss_jacobian":
         task = _loss_task(model, LOSSES[workload.spec.loss], jacobian=True)
         task.choices["pfor"] = PFOR_CHOICE
@@ -621,6 +673,7 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     split = "forward_s" in spec.timed_quantities("tensorflow", mode, workload.task)
 
     def run(i, clock):
+        task.release()
         with tf.device(tf_device):
             if split:
                 return split_timer(lambda: task.forward(batch(i)), task.derive, sync, clock)
@@ -632,8 +685,10 @@ def prepare(workload: spec.Workload, mode: str, device: str,
         if spec.TASKS[workload.task].derivative == "jacobian":
             jacobian = arrays[0].numpy()
             return float("nan"), [_nhwc_to_nchw(jacobian) if model.images else jacobian]
+        layouts = model.layouts if task.trained is None else [model.layouts[i]
+                                                              for i in task.trained]
         return float(loss), [layout.to_canonical(a.numpy())
-                             for layout, a in zip(model.layouts, arrays, strict=True)]
+                             for layout, a in zip(layouts, arrays, strict=True)]
 
     choices = {"layers": f"Keras {keras.__version__} layers, called with training=False"
                          if model.keras_model else "raw TensorFlow ops (tf.matmul, tf.tanh)",

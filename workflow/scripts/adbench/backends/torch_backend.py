@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, device_not_visible, no_sync
+from adbench.backends import (Prepared, UnsupportedCell, device_not_visible, no_sync,
+                              trained_params)
 from adbench.timing import split_timer, whole_timer
 
 
@@ -292,7 +293,7 @@ def to_canonical(binds, grads: list[Tensor]) -> list[np.ndarray]:
     canonical: dict[int, np.ndarray] = {}
     for (_, _, back), g in zip(binds, grads):
         canonical.update(back(g.detach().cpu().numpy()))
-    return [np.ascontiguousarray(canonical[i]) for i in range(len(canonical))]
+    return [np.ascontiguousarray(canonical[i]) for i in sorted(canonical)]
 
 
 # ================================================================ preparation
@@ -598,27 +599,74 @@ def _refuse_known(fn: Callable, mode: str, workload: spec.Workload, api: str) ->
 
 
 # ================================================================ tasks
+def freeze(binds, workload) -> list:
+    """The binds of the parameters the task trains (backends.trained_params); the others
+    get requires_grad=False, before any transform, so autograd records no derivative
+    through them.  One torch parameter per spec parameter wherever a model has a frozen
+    part (attention's packed in_proj, the exception, has none)."""
+    trained = trained_params(workload)
+    if len(trained) == len(workload.spec.params):
+        return binds
+    for i, (param, _, _) in enumerate(binds):
+        if i not in trained:
+            param.requires_grad_(False)
+    return [binds[i] for i in trained]
+
+
+class RetainedGraph:
+    """backward_retained's last graph: backward(retain_graph=True) keeps its buffers, and the
+    loss that reaches them is held after the step returns, until the next step starts
+    (released there, outside the clock)."""
+
+    def __init__(self):
+        self.loss = None
+
+    def backward(self, loss: Tensor) -> None:
+        loss.backward(retain_graph=True)
+        self.loss = loss
+
+    def release(self) -> None:
+        self.loss = None
+
+
 def backward_task(net, binds, batches, workload, sync, mode) -> Prepared:
+    binds = freeze(binds, workload)
     params = [p for p, _, _ in binds]
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
     f, compile_s, notes = transform(net, mode, batch(0))
+    retained = RetainedGraph() if workload.task == "backward_retained" else None
+    backward = retained.backward if retained else Tensor.backward
 
     def clear():  # outside the clock: each step starts with no accumulated .grad
         for p in params:
             p.grad = None
+        if retained:
+            retained.release()
 
     def run(i, clock):
         clear()
-        return split_timer(lambda: f(*batch(i)), Tensor.backward, sync, clock)
+        return split_timer(lambda: f(*batch(i)), backward, sync, clock)
 
     def derivatives(i):
         clear()
         loss = f(*batch(i))
-        loss.backward()
+        backward(loss)
         return float(loss.detach()), to_canonical(binds, [p.grad for p in params])
 
-    return Prepared(run, derivatives, {"backward": "loss.backward(), .grad cleared "
-                                       "outside the clock", **notes}, compile_s)
+    return Prepared(run, derivatives, {**BACKWARD_CHOICES[workload.task], **notes}, compile_s)
+
+
+BACKWARD_CHOICES = {
+    "backward": {"backward": "loss.backward(), .grad cleared outside the clock"},
+    "backward_frozen": {"backward": "loss.backward(), .grad cleared outside the clock",
+                        "frozen": "the frozen part's parameters requires_grad_(False) before "
+                                  "the mode's transform: autograd records nothing through it"},
+    "backward_retained": {"backward": "loss.backward(retain_graph=True), .grad cleared "
+                                      "outside the clock",
+                          "retained": "the step's loss (and through it its graph's saved "
+                                      "tensors) held after the step, released outside the "
+                                      "clock when the next step starts"},
+}
 
 
 def _jacobian_inputs(batches, workload):
@@ -723,6 +771,8 @@ def loss_jacobian_task(net, binds, batches, workload, sync, mode) -> Prepared:
 
 TASK_BUILDERS = {
     "backward": backward_task,
+    "backward_frozen": backward_task,
+    "backward_retained": backward_task,
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": jacobian_vectorized_task,
     "loss_jacobian": loss_jacobian_task,
