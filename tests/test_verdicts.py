@@ -236,8 +236,9 @@ def test_claims_name_only_what_the_spec_has():
             for side in (comparison.numerator, comparison.denominator):
                 assert side.mode in spec.FRAMEWORKS[side.framework].modes
                 assert side.model in spec.MODELS and side.task in spec.TASKS
-                assert side.quantity == stats.FIRST_OVER_STEADY or side.quantity in (
-                    spec.timed_quantities(side.framework, side.mode, side.task))
+                assert side.quantity in (stats.FIRST_OVER_STEADY, claims.HELD_AFTER_STEP) \
+                    or side.quantity in spec.timed_quantities(side.framework, side.mode,
+                                                              side.task)
 
 
 def test_every_claim_has_the_studys_words():
@@ -248,3 +249,65 @@ def test_every_claim_has_the_studys_words():
     for claim in claims.CLAIMS:
         entry = words["claims"][claim.key]
         assert "hypothesis" in entry or {"name", "source", "statement"} <= set(entry)
+
+
+# ------------------------------------------------------------------ issue 26's claims
+def test_the_frozen_subgraph_claim_pairs_each_frozen_step_with_its_all_trainable_one():
+    """Every comparison: the same framework, mode and model, backward over backward_frozen,
+    on the backward pass where the mode times it apart (the whole step otherwise); every
+    model with a frozen part, none without."""
+    claim = claims.frozen_subgraphs()
+    assert claim.kind == "greater" and claim.key == "frozen_subgraphs"
+    for c in claim.comparisons:
+        n, d = c.numerator, c.denominator
+        assert (n.framework, n.mode, n.model) == (d.framework, d.mode, d.model)
+        assert (n.task, d.task) == ("backward", "backward_frozen")
+        assert n.quantity == d.quantity == claims.quantity_of(n.framework, n.mode, n.task,
+                                                              "backward_s")
+    models = {c.numerator.model for c in claim.comparisons}
+    assert models == {m for m, info in spec.MODELS.items() if info.frozen}
+    quantity = {(c.numerator.framework, c.numerator.mode): c.numerator.quantity
+                for c in claim.comparisons}
+    assert quantity[("torch", "eager")] == "backward_s"
+    assert quantity[("tensorflow", "graph")] == "step_s"
+
+
+def test_the_frozen_subgraph_claim_is_judged_on_a_planted_saving_paired_by_seed():
+    data = frame(processes("torch", "eager", "mlp294x3", "backward", "backward_s", 2e-3),
+                 processes("torch", "eager", "mlp294x3", "backward_frozen", "backward_s", 1e-3),
+                 processes("tensorflow", "graph", "cnn", "backward", "step_s", 1e-3),
+                 processes("tensorflow", "graph", "cnn", "backward_frozen", "step_s", 1.02e-3))
+    claims_frame, groups, comparisons = evaluate(data)
+    row = claims_frame.set_index("claim").loc["frozen_subgraphs"]
+    assert row["n"] == 2 and row["n_supported"] == 1 and row["n_equivalent"] == 1
+    mine = groups[(groups["claim"] == "frozen_subgraphs")
+                  & (groups["verdict"] != verdicts.NOT_MEASURED)].set_index(
+        ["numerator_framework", "numerator_mode"])
+    assert mine.loc[("torch", "eager"), "verdict"] == "supported"
+    assert mine.loc[("torch", "eager"), "ratio"] == pytest.approx(2.0, rel=0.05)
+    assert mine.loc[("torch", "eager"), "difference_us"] == pytest.approx(1000, rel=0.1)
+    assert mine.loc[("tensorflow", "graph"), "verdict"] == inference.EQUIVALENT
+    assert row["n_not_measured"] == len(claims.frozen_subgraphs().comparisons) - 2
+
+
+def test_the_graph_freed_claim_compares_held_memory_in_bytes_without_microseconds():
+    """A memory quantity is judged by the same rule; its difference is not a time."""
+    mb = 1e6
+    data = frame(processes("torch", "eager", "resnet50", "backward_retained",
+                           claims.HELD_AFTER_STEP, 900 * mb),
+                 processes("torch", "eager", "resnet50", "backward", claims.HELD_AFTER_STEP,
+                           600 * mb))
+    claims_frame, groups, comparisons = evaluate(data)
+    row = claims_frame.set_index("claim").loc["graph_freed"]
+    assert row["verdict"] == "supported" and row["ratio"] == pytest.approx(1.5, rel=0.05)
+    measured = comparisons[(comparisons["claim"] == "graph_freed")
+                           & (comparisons["verdict"] != verdicts.NOT_MEASURED)]
+    assert list(measured["numerator_task"]) == ["backward_retained"]
+    assert measured["difference_us"].isna().all()
+    assert groups.loc[groups["claim"] == "graph_freed", "difference_us"].isna().all()
+
+
+def test_the_memory_claim_reads_a_field_the_cells_record():
+    from adbench import schema
+
+    assert claims.HELD_AFTER_STEP in schema.MEMORY_FIELDS

@@ -3,7 +3,8 @@
 A claim's words (its statement and where the seeds make it) live beside the study's numbers,
 in report/published/claims.json under "claims", keyed as here; this module says how our
 cells test it.  A comparison is the ratio numerator / denominator of two conditions' times
-(VERDICT_STATISTIC), paired by seed.  A claim of kind "greater" says the ratio is above 1 (the
+(VERDICT_STATISTIC), paired by seed, or of another per-process quantity (a ratio of times,
+the memory a step leaves held).  A claim of kind "greater" says the ratio is above 1 (the
 numerator slower); kind "equal" that it is 1.  Both are judged against the same practical
 margin, MARGIN, by the rule in adbench.inference; adbench.verdicts evaluates them on the data,
 per (device, threads) block measured, pooled per group of comparisons and per claim.
@@ -206,7 +207,56 @@ def first_step_only_compiled() -> Claim:
             for eager in [spec.eager_mode_of(f)]
             if eager
             for model in spec.MODELS
-            for task in spec.TASKS
+            for task in spec.STUDY_TASKS
+        ),
+    )
+
+
+def variants(frozen: bool) -> list[tuple[str, str]]:
+    """(task, the task it varies) of the spec's variant tasks, frozen or not."""
+    return [(task, info.variant_of) for task, info in spec.TASKS.items()
+            if info.variant_of and info.frozen == frozen]
+
+
+def frozen_subgraphs() -> Claim:
+    """003: excluding subgraphs from the derivative computation saves computation."""
+    return Claim(
+        "frozen_subgraphs",
+        "each (framework, mode)'s backward pass with every parameter trainable over the same "
+        "with the model's frozen part (its first layers) not trainable (the whole step in "
+        "whole-step modes), every model with a frozen part and every (framework, mode): "
+        "above 1 when excluding the frozen part saves computation",
+        "greater",
+        tuple(
+            Comparison(side(f, m, model, whole, "backward_s"),
+                       side(f, m, model, frozen, "backward_s"))
+            for frozen, whole in variants(frozen=True)
+            for f, m in pairs()
+            for model in spec.MODELS
+            if spec.MODELS[model].frozen
+        ),
+    )
+
+
+# The memory a step leaves held (schema.MEMORY_FIELDS): resident memory once it returned.
+HELD_AFTER_STEP = "rss_after_step_bytes"
+
+
+def graph_freed() -> Claim:
+    """003 and 004: the graph is freed after each step, leaving more memory available."""
+    return Claim(
+        "graph_freed",
+        "the resident memory held once a step returned with its graph retained "
+        "(retain_graph=True / a persistent tape, kept until the next step) over the same "
+        "with the graph freed (the backward task), every model and (framework, mode): above "
+        "1 when freeing the graph leaves memory available",
+        "greater",
+        tuple(
+            Comparison(Side(f, m, model, retained, HELD_AFTER_STEP),
+                       Side(f, m, model, freed, HELD_AFTER_STEP))
+            for retained, freed in variants(frozen=False)
+            for f, m in pairs()
+            for model in spec.MODELS
         ),
     )
 
@@ -219,4 +269,6 @@ CLAIMS: tuple[Claim, ...] = (
     graph_for_large(),
     jit_outperforms(),
     first_step_only_compiled(),
+    frozen_subgraphs(),
+    graph_freed(),
 )
