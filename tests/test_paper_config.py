@@ -45,3 +45,24 @@ def test_every_claim_has_cells_in_the_full_configuration():
             (s.framework, s.mode, s.model, s.task) in measured
             for c in claim.comparisons for s in (c.numerator, c.denominator)
         ), claim.key
+
+
+def test_each_variant_task_runs_beside_the_backward_cells_it_varies():
+    """Issue 26: backward_frozen on every model with a frozen part, backward_retained on
+    every model, in each (framework, mode) whose backward step the config times, with the
+    same seeds (the claims pair them by seed)."""
+    from adbench import spec
+
+    cells = paper_cells()
+    seeds = defaultdict(set)
+    for c in cells:
+        seeds[(c.framework, c.mode, c.model, c.task)].add(c.seed)
+    backward = {k[:3] for k in seeds if k[3] == "backward"}
+    for task, info in spec.TASKS.items():
+        if not info.variant_of:
+            continue
+        models = {m for m, model in spec.MODELS.items() if model.frozen or not info.frozen}
+        expected = {k for k in backward if k[2] in models}
+        ran = {k[:3] for k in seeds if k[3] == task}
+        assert ran == expected, task
+        assert all(seeds[(*k, task)] == seeds[(*k, info.variant_of)] for k in ran), task
