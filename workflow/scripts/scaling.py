@@ -21,6 +21,7 @@ drawn) and the fraction of the peak.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -61,11 +62,10 @@ def draw_axis(table: pd.DataFrame, axis: str, paths: list[str]) -> None:
         ax.set_ylabel(ylabel)
         if ax.has_data():
             ax.set_yscale("log")
-        if column == "cheap_gradient_ratio":  # 1 (a free derivative) and the bound in view
+        if column == "cheap_gradient_ratio":
             ax.axhline(scaling.CHEAP_GRADIENT_BOUND, color="grey", ls="--", lw=0.8,
                        label=f"cheap-gradient bound ({scaling.CHEAP_GRADIENT_BOUND:g})")
-            low, high = ax.get_ylim()
-            ax.set_ylim(min(low, 0.9), max(high, 1.5 * scaling.CHEAP_GRADIENT_BOUND))
+            ax.set_ylim(*ratio_limits(scaling.along(table, axis)[column]))
         if not ax.has_data():
             ax.text(0.5, 0.5, "n/a: not measured", ha="center", va="center",
                     transform=ax.transAxes, fontsize=8, color="grey")
@@ -75,7 +75,9 @@ def draw_axis(table: pd.DataFrame, axis: str, paths: list[str]) -> None:
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.xaxis.set_minor_locator(NullLocator())
         if ax.get_yscale() == "log":
-            ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+            low, high = ax.get_ylim()
+            decades = math.log10(high / low) if low > 0 else 0
+            ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5) if decades < 3 else (1,)))
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_locator(NullLocator())
     fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
@@ -83,6 +85,15 @@ def draw_axis(table: pd.DataFrame, axis: str, paths: list[str]) -> None:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         fig.savefig(path)
     plt.close(fig)
+
+
+def ratio_limits(ratios: pd.Series) -> tuple[float, float]:
+    """The ratio panel's range: 1 (a free derivative), the bound and every point in view; an
+    interval reaching further (two processes give wide ones) runs off the panel."""
+    points = ratios[ratios > 0]
+    low = min(0.8, points.min() / 1.5) if len(points) else 0.8
+    high = max(2 * scaling.CHEAP_GRADIENT_BOUND, points.max() * 1.5 if len(points) else 0)
+    return low, high
 
 
 def one_legend(fig, axes) -> None:
