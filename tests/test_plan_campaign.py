@@ -22,8 +22,8 @@ from adbench import schema  # noqa: E402
 # budget 120 s -> walltime at most ceil(120/60) + 1 = 3 min, below the estimate's floor of 5.
 # jax jit on CUDA, one cell of a model whose budget stays the config's 600 s (at most 11 min):
 # the cost model's estimate (adbench.config.Walltimes; tests/test_walltime.py), x 3 -> 9 min.
-# References: mlp512's gradients for seeds 0 and 1, cnn's Jacobian for seed 0: 3 jobs of 60
-# min on 1 CPU.
+# References: mlp512's gradients for seeds 0 and 1, cnn's Jacobian for seed 0: 3 jobs of one
+# float64 iteration each, at the walltimes' floor of 5 min, on 1 CPU.
 CONFIG = {
     "environments": "venv",
     "grid": [
@@ -72,7 +72,9 @@ def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
         ("measure", "jax", "cuda"): 1, ("reference", "reference", "cpu"): 3}
     assert {j.runtime_min for j in by[("measure", "torch", "cpu")]} == {3}
     assert [j.runtime_min for j in by[("measure", "jax", "cuda")]] == [JAX_MIN]
-    assert {j.runtime_min for j in by[("reference", "reference", "cpu")]} == {60}
+    # A reference job: one float64 iteration, far below an hour: the walltimes' floor.
+    assert {j.runtime_min for j in by[("reference", "reference", "cpu")]} == {
+        run.walltimes.floor_min}
     # No site: no partition, any GPU; a CUDA cell asks for the default 4 cores, a CPU cell
     # for its threads.
     assert {j.partition for j in jobs} == {None}
@@ -81,9 +83,9 @@ def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
     assert {j.gpus for j in by[("measure", "torch", "cpu")]} == {0}
     assert {j.gpus for j in by[("measure", "jax", "cuda")]} == {1}
     # GPU-h: 8 x 3 min + 1 x 9 min = 33 min. CPU-h: CPU cells (4x1 + 4x2) x 3 = 36 min,
-    # CUDA cells 9 x 4 cores: 8 x 3 + 1 x 9 = 33 min x 4 = 132 min, references 180 min.
+    # CUDA cells 9 x 4 cores: 8 x 3 + 1 x 9 = 33 min x 4 = 132 min, references 3 x 5 min.
     assert sum(j.gpu_hours for j in jobs) == pytest.approx(33 / 60)
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 132 + 180) / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 132 + 15) / 60)
     # each timing job's walltime is the rule's runtime for that cell (the same function)
     for cell, job in zip(run.cells, jobs):
         wildcards = {k: str(v) for k, v in dataclasses.asdict(cell).items()}
@@ -98,7 +100,7 @@ def test_the_site_profile_routes_jobs_by_device(tmp_path):
     assert {(j.partition, j.gpu_model, j.gpus) for j in cpu} == {("c", None, 0)}
     # cuda_cpus 3, at least the cell's threads (2): 3 cores each, 33 min -> 99 min
     assert {j.cpus for j in cuda} == {3}
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 99 + 180) / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 99 + 15) / 60)
 
 
 def test_command_line_config_replaces_the_profiles_as_snakemake_does(tmp_path):
@@ -125,9 +127,9 @@ def test_the_report_prints_the_counts_and_hours(tmp_path, capsys):
     assert rows["jax cuda"][-4:-2] == [str(JAX_MIN), "min"]
     total = next(line.split() for line in out.splitlines() if line.startswith("total"))
     assert total[1:3] == ["17", "20"]
-    assert [float(h) for h in total[3:]] == pytest.approx([33 / 60, (36 + 99 + 180) / 60],
+    assert [float(h) for h in total[3:]] == pytest.approx([33 / 60, (36 + 99 + 15) / 60],
                                                           abs=0.051)  # printed to 0.1 h
-    assert f"(minutes x jobs): 3 x 16, {JAX_MIN} x 1, 60 x 3." in text
+    assert f"(minutes x jobs): 3 x 16, 5 x 3, {JAX_MIN} x 1." in text
     assert ("Estimated from the cell's measured time in results-campaign/: 0 cells; from the "
             "cost model") in text and "compilation): 17;" in text
 
@@ -174,13 +176,13 @@ def test_packed_jobs_run_their_cells_in_series(tmp_path):
         ("torch", "cuda", 2, 6, 4, 1), ("jax", "cuda", 1, JAX_MIN, 4, 1)]
     assert len(jobs) == 7 + 3
     # GPU-hours as unpacked (8 x 3 + 9 min); CPU-hours more where a pack mixes thread counts:
-    # CPU cells (9 + 9 + 6) x 2 = 48 min, CUDA (24 + 9) x 4 = 132, references 180.
+    # CPU cells (9 + 9 + 6) x 2 = 48 min, CUDA (24 + 9) x 4 = 132, references 3 x 5.
     assert sum(j.gpu_hours for j in jobs) == pytest.approx(33 / 60)
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((48 + 132 + 180) / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((48 + 132 + 15) / 60)
     report = " ".join(plan_campaign.report(run, jobs, "campaign.yaml", 3).split())
     assert ("10 SLURM jobs, 7 timing jobs for 17 cells (rule measure, up to 3 cells of one "
             "framework and device each, run one after another)") in report
-    assert "(minutes x jobs): 6 x 2, 9 x 5, 60 x 3." in report
+    assert "(minutes x jobs): 5 x 3, 6 x 2, 9 x 5." in report
 
 
 def write_profile(folder: Path, keys: dict) -> str:

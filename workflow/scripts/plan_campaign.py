@@ -103,9 +103,12 @@ def slurm_jobs(run: run_config.Run, pack: int = 1) -> list[Job]:
             for i in range(0, len(group), pack)]
     cluster = run.config["cluster"]
     reference = run_config.slurm_resources(cluster, "cpu")
-    jobs += [Job("reference", "reference", "cpu", run_config.REFERENCE_RUNTIME_MIN, 1, 0,
+    references = {cell.reference_path: (cell.model, spec.TASKS[cell.task].derivative)
+                  for cell in run.cells}
+    jobs += [Job("reference", "reference", "cpu",
+                 run.walltimes.reference(model, derivative).minutes, 1, 0,
                  reference.get("slurm_partition"), None)
-             for _ in dict.fromkeys(cell.reference_path for cell in run.cells)]
+             for model, derivative in references.values()]
     return jobs
 
 
