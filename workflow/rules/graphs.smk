@@ -39,10 +39,13 @@ rule graph_walk:
         timing_lock=1,
     params:
         python=lambda w: env_python(spec.FRAMEWORKS[w.framework].env),
+        # The run's models (the figure's model is always walked): a tiny config's walk takes
+        # seconds, the paper config's every model.
+        models=" ".join(sorted({f"--model={cell.model}" for cell in CELLS})),
     shell:
         f"{env_python(spec.ANALYSIS_ENV)} {{input.code[0]}} supervise "
         "--python {params.python} --framework {wildcards.framework} --out {output} "
-        "> {log} 2>&1"
+        "{params.models} > {log} 2>&1"
 
 
 rule graphs:

@@ -2,9 +2,11 @@
 
 Three steps, as the timing jobs run (measure.smk): each framework's graphs are walked in its
 own environment, supervised from the pipeline's, and drawn in the analysis environment.
-    graphs.py walk --framework F --out F.json       in F's environment: every model of
-                                                    spec.MODELS built by F's backend, its
-                                                    graph walked (adbench/graphs.py)
+    graphs.py walk --framework F --out F.json [--model M ...]
+                                                    in F's environment: each model given
+                                                    (and the 512-MLP of the figures) built
+                                                    by F's backend, its graph walked
+                                                    (adbench/graphs.py)
     graphs.py supervise --python PY --framework F --out F.json
                                                     runs `walk` with PY; a walk that cannot
                                                     run (an environment that failed to
@@ -78,12 +80,12 @@ def tensorflow_graph(model: str) -> graphs.Graph:
 WALKS = {"torch": torch_graph, "tensorflow": tensorflow_graph}
 
 
-def walk(framework: str, out: Path) -> None:
-    """Every model's graph in one framework; a model that fails is recorded with why."""
+def walk(framework: str, out: Path, models: list[str]) -> None:
+    """The models' graphs in one framework; a model that fails is recorded with why."""
     backend = backends.load(framework)
     backend.configure_threads(1)
     found = {"framework": framework, "versions": backend.versions(), "models": {}, "dot": {}}
-    for model in spec.MODELS:
+    for model in models:
         start = time.perf_counter()
         try:
             graph = WALKS[framework](model)
@@ -101,10 +103,10 @@ def walk(framework: str, out: Path) -> None:
 
 
 # ------------------------------------------------------------------ supervise
-def supervise(python: str, framework: str, out: Path) -> None:
+def supervise(python: str, framework: str, out: Path, models: list[str]) -> None:
     """Run `walk` with the framework's Python; a failure becomes the framework's reason."""
     command = [python, os.path.abspath(__file__), "walk", "--framework", framework,
-               "--out", str(out)]
+               "--out", str(out), *(f"--model={m}" for m in models)]
     log(" ".join(command))
     try:
         done = subprocess.run(command, timeout=WALK_TIMEOUT_S, capture_output=True, text=True)
@@ -167,15 +169,21 @@ def parse_args(argv=None):
     d = steps.add_parser("draw", help="in the analysis environment, with Graphviz")
     d.add_argument("--walked", required=True, action="append", type=Path)
     d.add_argument("--out-dir", required=True, type=Path)
-    return p.parse_args(argv)
+    for step in (w, s):  # the run's models; the figure's always
+        step.add_argument("--model", dest="models", action="append", choices=tuple(spec.MODELS),
+                          default=[graphs.FIGURE_MODEL])
+    args = p.parse_args(argv)
+    if args.step != "draw":
+        args.models = list(dict.fromkeys(m for m in spec.MODELS if m in args.models))
+    return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.step == "walk":
-        walk(args.framework, args.out)
+        walk(args.framework, args.out, args.models)
     elif args.step == "supervise":
-        supervise(args.python, args.framework, args.out)
+        supervise(args.python, args.framework, args.out, args.models)
     else:
         draw(args.walked, args.out_dir)
 

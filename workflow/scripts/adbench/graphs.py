@@ -201,10 +201,12 @@ def walk_record(graph: Graph) -> dict:
 
 
 def node_rows(walked: dict) -> list[dict]:
-    """nodes.csv's rows: every model of spec.MODELS for every framework walked (n/a, with
-    the reason, where the walk or the whole framework failed)."""
+    """nodes.csv's rows: every model the run walked (its models, and the figure's), in the
+    spec's order, for every framework (n/a, with the reason, where the walk or the whole
+    framework failed)."""
+    walked_models = {FIGURE_MODEL}.union(*(found.get("models", {}) for found in walked.values()))
     rows = []
-    for model in spec.MODELS:
+    for model in (m for m in spec.MODELS if m in walked_models):
         for framework in GRAPH_FRAMEWORKS:
             found = walked.get(framework, {})
             record = found.get("models", {}).get(model) or {
@@ -250,7 +252,7 @@ def graphs_context(folder) -> dict:
         "graphviz": latex(graphviz["version"]),
         "figures": [_figure_context(f, counts[FIGURE_MODEL, f]) for f in GRAPH_FRAMEWORKS],
         "frameworks": [latex(spec.FRAMEWORKS[f].label) for f in GRAPH_FRAMEWORKS],
-        "rows": [_table_row(m, counts) for m in spec.MODELS],
+        "rows": [_table_row(m, counts) for m in dict.fromkeys(r["model"] for r in rows)],
         "notes": _table_notes(rows),
     }
 
