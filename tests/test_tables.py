@@ -139,6 +139,18 @@ def fake_iterations_and_cells(threads: tuple[int, ...] = (1,)):
     return iterations, cells
 
 
+def with_memory(cells: pd.DataFrame) -> pd.DataFrame:
+    """cells.parquet with measure.py's memory fields: 300 MB resident before the loop, a peak
+    a little above it that grows with the row, 310 MB after the step; failed cells have none."""
+    ok = cells["status"] == "ok"
+    return cells.assign(
+        rss_baseline_bytes=pd.Series(300e6, index=cells.index).where(ok),
+        rss_peak_bytes=(320e6 + cells.index * 1e5).where(ok),
+        rss_after_step_bytes=pd.Series(310e6, index=cells.index).where(ok),
+        rss_peak_scope="measured phase",
+    )
+
+
 def fake_aggregate() -> tuple[pd.DataFrame, pd.DataFrame]:
     """summary and cells as aggregate.py writes them."""
     iterations, cells = fake_iterations_and_cells()
@@ -394,3 +406,15 @@ def test_a_failed_cells_note_names_its_log_and_an_unsupported_one_needs_none(agg
     assert f"(log: {failed['log']})" in " ".join(notes["note"])
     unsupported = notes[notes["note"].str.contains("unsupported")]
     assert not unsupported.empty and not unsupported["note"].str.contains("log:").any()
+
+
+def test_each_figure_of_the_tables_draws_the_tables_of_its_kind():
+    drawn = {t.name: tables.figure_of(t) for t in TABLES}
+    assert {f for f in drawn.values() if f} == set(tables.FIGURES_OF_TABLES)
+    assert [t.name for t in tables.tables_drawn_in("mlp_backward")] == [
+        t.name for t in TABLES if t.published and set(t.tasks) == {"backward"}]
+    for table in tables.tables_drawn_in("jacobians"):
+        assert {TASKS[t].derivative for t in table.tasks} == {"jacobian"}
+    assert all(tables.ratio_tasks(t) == ("backward", "loss_jacobian")
+               for t in tables.tables_drawn_in("hypothesis0"))
+    assert all(t.first_step for t in tables.tables_drawn_in("frameworks"))

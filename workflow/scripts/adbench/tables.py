@@ -39,7 +39,15 @@ import pandas as pd
 from adbench import formatting as fmt
 from adbench import stats
 from adbench.selection import table_modes
-from adbench.spec import FRAMEWORKS, MODELS, TASKS, TableInfo, eager_mode_of, timed_quantities
+from adbench.spec import (
+    FRAMEWORKS,
+    MODELS,
+    TABLES,
+    TASKS,
+    TableInfo,
+    eager_mode_of,
+    timed_quantities,
+)
 
 STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median", "iqr")
 RATIOS = (*stats.IMPROVEMENTS, "task_ratio")
@@ -92,6 +100,30 @@ def records(table: TableInfo, framework: str, mode: str, task: str) -> bool:
 def ratio_tasks(table: TableInfo) -> tuple[str, str] | None:
     """(first, second) task of a two-task table, whose ratio the table reports."""
     return tuple(table.tasks) if len(table.tasks) == 2 else None
+
+
+# The figures that draw the spec's tables (figures.py writes figures/<name>.{pdf,png}); the
+# paper cites each beside the tables it draws.
+FIGURES_OF_TABLES = ("mlp_backward", "jacobians", "hypothesis0", "frameworks")
+
+
+def figure_of(table: TableInfo) -> str | None:
+    """The figure that draws a table, by the table's shape in the spec: the study's backward
+    tables with published numbers (its Tables 1-2), the output-Jacobian tables, the table of
+    two tasks whose ratio is Hypothesis 0, the table with times to first step; else None."""
+    if table.first_step:
+        return "frameworks"
+    if table.published and set(table.tasks) == {"backward"}:
+        return "mlp_backward"
+    if all(TASKS[t].derivative == "jacobian" for t in table.tasks):
+        return "jacobians"
+    if ratio_tasks(table) == ("backward", "loss_jacobian"):
+        return "hypothesis0"
+    return None
+
+
+def tables_drawn_in(figure: str) -> list[TableInfo]:
+    return [t for t in TABLES if figure_of(t) == figure]
 
 
 def spec_order(column: pd.Series) -> pd.Series:
