@@ -281,7 +281,7 @@ def context_row(r, fmt) -> dict:
         "ratio": fmt.ratio(r.cheap_gradient_ratio, r.cheap_gradient_ratio_low,
                            r.cheap_gradient_ratio_high, tex=True),
         "verdict": fmt.latex(VERDICT_SHORT.get(r.cheap_gradient, r.cheap_gradient)),
-        "mflop": fmt.number(r.flops_step / 1e6), "gflops": fmt.number(r.gflops),
+        "gflops": fmt.number(r.gflops),
         "share": fmt.percent(r.fraction_of_peak, None, tex=True),
     }
 
