@@ -1,10 +1,14 @@
 #!/usr/bin/env python
-"""The study's Figure 3 (first iterations) and, optionally, a figure of the Jacobian timings.
+"""The study's Figure 3 (first iterations) and, optionally, the figures of the tables and of
+the memory per cell.
 
     python workflow/scripts/figures.py --iterations results/aggregate/iterations.parquet \
         --first 30 --out results/figures/first_iterations.pdf --out ....png \
         [--summary results/aggregate/summary.parquet --cells results/aggregate/cells.parquet \
-         --jacobians-out results/figures/jacobians.pdf --jacobians-out ....png]
+         --bootstrap results/aggregate/bootstrap.parquet --published report/published \
+         --jacobians-out results/figures/jacobians.pdf --jacobians-out ....png \
+         --frameworks-out ... --mlp-backward-out ... --hypothesis0-out ... \
+         --memory-per-cell-out ...]
 
 First iterations: one panel per (framework, mode) of the spec present, compiled modes first
 (their first calls trace and optimise); one line per (model, task), first seed, log scale,
@@ -20,6 +24,16 @@ Frameworks: for the first table of spec.TABLES with a time-to-first-step column 
 framework and mode on the MLPs and the RNN cell), one panel per model: per (framework, mode)
 a point at its mean step with its interval and a tick at its time to first step, log scale.
 
+MLP backward: the study's Tables 1-2 (tables.tables_drawn_in), a panel each: per model and
+(framework, mode) our mean with its interval and the study's published mean beside it.
+
+Hypothesis 0: per model and (framework, mode) the loss Jacobian's mean step against one
+backward pass's, intervals on both axes, log-log, with the line of equality.
+
+Memory per cell: per model a panel, per (framework, mode) and task the measured loop's peak
+resident memory over the baseline before it and the memory resident after its last step
+(tables.memory_table: medians over processes), MiB, log scale.
+
 Every figure has one legend of the series it drew, below its panels, and says its device,
 threads and processes.  Times on log axes are points, never bars (a bar's length on a log
 axis depends on where the axis starts).
@@ -28,6 +42,7 @@ axis depends on where the axis starts).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import textwrap
@@ -39,12 +54,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import formatting as fmt  # noqa: E402
 from adbench import inference, selection, stats, tables  # noqa: E402
-from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS  # noqa: E402
+from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, cited  # noqa: E402
 
 MS = fmt.unit_scale("ms")  # the figures draw milliseconds
 NO_INTERVALS = stats.Replicates({})
@@ -52,9 +68,10 @@ NO_INTERVALS = stats.Replicates({})
 
 # ----------------------------------------------------------------------------- shared drawing
 def interval_ms(found: stats.Replicates, r, confidence: float) -> tuple[float, float, float]:
-    """A summary row's mean step in ms and its bootstrap interval over the condition's
-    processes (widened for their number); the interval is NaN without replicates."""
-    key = (*(r[k] for k in stats.CONDITION_FIELDS), "step_s")
+    """A summary row's mean (of its quantity, the step unless it says) in ms and its
+    bootstrap interval over the condition's processes (widened for their number); the interval
+    is NaN without replicates."""
+    key = (*(r[k] for k in stats.CONDITION_FIELDS), r["quantity"] if "quantity" in r else "step_s")
     if key not in found:
         return r["mean_s"] * MS, float("nan"), float("nan")
     point, reps = found[key]
@@ -71,6 +88,27 @@ def draw_point(ax, at: float, value: float, low: float, high: float, colour, lab
     kwargs = {"xerr": error} if across else {"yerr": error}
     x, y = (value, at) if across else (at, value)
     ax.errorbar(x, y, fmt="o", ms=4, capsize=2, color=colour, label=label, **kwargs)
+
+
+def tidy_log_ticks(fig) -> None:
+    """Log axes labelled at 1, 2, 3 and 5 times each power of ten as plain numbers (1, 2 and 5
+    over a decade or more, the powers alone over three or more), minor ticks unlabelled:
+    matplotlib labels the minor ticks of a short span (2, 3, 4, 6 x 10^k), and those run into
+    each other.  A span under half a decade keeps matplotlib's labels (it may hold none of
+    these)."""
+    for ax in fig.axes:
+        for axis, scale, limits in (
+            (ax.xaxis, ax.get_xscale(), ax.get_xlim()),
+            (ax.yaxis, ax.get_yscale(), ax.get_ylim()),
+        ):
+            low, high = sorted(limits)
+            if scale != "log" or low <= 0 or math.log10(high / low) < 0.5:
+                continue
+            decades = math.log10(high / low)
+            subs = (1, 2, 3, 5) if decades < 1 else (1, 2, 5) if decades < 3 else (1,)
+            axis.set_major_locator(LogLocator(subs=subs))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
 
 
 def figure_legend(fig, axes, extra=()) -> None:
@@ -199,6 +237,7 @@ def plot(iterations: pd.DataFrame, first: int):
     fig.suptitle(
         f"First {first} iterations, seed {seed}, {fmt.block(device, threads)}", fontsize=9
     )
+    tidy_log_ticks(fig)
     fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
     return fig
 
@@ -250,6 +289,7 @@ def plot_jacobians(
         f"{processes_text(wanted)}; n/a: not measured",
         fontsize=9,
     )
+    tidy_log_ticks(fig)
     fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
     return fig
 
@@ -356,6 +396,7 @@ def plot_frameworks(
         f"{fmt.block(device, threads)}{processes_text(mine)}; n/a: not measured",
         fontsize=9,
     )
+    tidy_log_ticks(fig)
     fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
     return fig
 
@@ -391,6 +432,342 @@ def frameworks_panel(ax, model: str, steps, mine, pairs, found, confidence) -> N
     ax.set_title(MODELS[model].label, fontsize=9)
 
 
+# ----------------------------------------------------------------------------- the study's MLPs
+STUDY = "study (published)"
+
+
+def published_ms(table, published: pd.DataFrame) -> pd.DataFrame:
+    """The study's rows of a table with their mean in ms (they are in the table's unit)."""
+    if published.empty:
+        return published.assign(mean_ms=pd.Series(dtype=float))
+    scale = MS / fmt.unit_scale(table.unit)
+    return published.assign(mean_ms=pd.to_numeric(published["mean"], errors="coerce") * scale)
+
+
+def table_rows(data: pd.DataFrame, table) -> pd.DataFrame:
+    """A frame's rows of a table's models and tasks."""
+    return data[data["model"].isin(table.models) & data["task"].isin(table.tasks)]
+
+
+def plot_study_backward(
+    summary: pd.DataFrame,
+    cells: pd.DataFrame,
+    published: dict,
+    found: stats.Replicates = NO_INTERVALS,
+    confidence: float = 0.95,
+):
+    """The study's MLP backward tables (tables.tables_drawn_in("mlp_backward")), a panel
+    each: per model and (framework, mode) our mean with its interval and, beside it, the
+    study's published mean (an open diamond)."""
+    drawn = [t for t in tables.tables_drawn_in("mlp_backward") if len(table_rows(cells, t))]
+    if not drawn:
+        return notice("No cell of the study's MLP backward tables was measured in this run.")
+    device, threads = selection.first_condition(pd.concat([table_rows(cells, t) for t in drawn]))
+    block = lambda df: df[(df["device"] == device) & (df["threads"] == threads)]  # noqa: E731
+    fig, axes = plt.subplots(1, len(drawn), figsize=(3.6 * len(drawn), 3.2), squeeze=False)
+    colours = {pair: f"C{i}" for i, pair in enumerate(selection.pairs())}  # same in each panel
+    for ax, table in zip(axes.flat, drawn):
+        mine = block(table_rows(cells, table))
+        steps = block(table_rows(summary[summary["quantity"] == table.quantity], table))
+        study = published_ms(table, published.get(table.name, pd.DataFrame()))
+        study_panel(ax, table, mine, steps, study, colours, found, confidence)
+    figure_legend(fig, axes.flat)
+    fig.suptitle(
+        f"The study's MLP backward tables: ours (mean, {confidence:.0%} interval) beside "
+        f"the study's published mean; {fmt.block(device, threads)}"
+        f"{processes_text(block(pd.concat([table_rows(cells, t) for t in drawn])))}; "
+        "n/a: not measured",
+        fontsize=8,
+    )
+    tidy_log_ticks(fig)
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    return fig
+
+
+def study_panel(ax, table, mine, steps, study, colours, found, confidence) -> None:
+    """One study table: x the models, a slot per (framework, mode) with ours and the study's."""
+    present = set(zip(mine["framework"], mine["mode"])) | set(
+        zip(study["framework"], study["mode"])
+    )
+    pairs = [p for p in selection.table_modes(table) if p in present]
+    models = [m for m in table.models if m in set(mine["model"]) | set(study["model"])]
+    width = 0.8 / max(1, len(pairs))
+    for i, (framework, mode) in enumerate(pairs):
+        for j, model in enumerate(models):
+            x = j - 0.4 + width * (i + 0.5)
+            where = lambda df: df[  # noqa: E731
+                (df["model"] == model) & (df["framework"] == framework) & (df["mode"] == mode)
+            ]
+            row = where(steps)
+            if len(row):
+                draw_point(
+                    ax,
+                    x - width / 6,
+                    *interval_ms(found, row.iloc[0], confidence),
+                    colour=colours[(framework, mode)],
+                    label=tables.column_label(framework, mode),
+                )
+            elif len(where(mine)):  # in the grid, not completed
+                na_text(ax, x)
+            theirs = where(study)["mean_ms"].dropna()
+            if len(theirs):
+                ax.plot(
+                    x + width / 6, theirs.iloc[0], "D", mfc="none", color="k", ms=5, label=STUDY
+                )
+    ax.set_xticks(range(len(models)))
+    ax.set_xticklabels([textwrap.fill(MODELS[m].label, 10) for m in models], fontsize=7)
+    ax.set_xlim(-0.5, len(models) - 0.5)
+    ax.set_yscale("log")
+    ax.set_title(textwrap.fill(f"{spec_cited(table)}: {table.title}", 40), fontsize=8)
+    ax.set_ylabel(f"{QUANTITY_AXIS[table.quantity]} (ms)", fontsize=8)
+
+
+QUANTITY_AXIS = {"backward_s": "backward pass", "step_s": "whole step", "forward_s": "forward"}
+
+
+def spec_cited(table) -> str:
+    return cited(table.study_table) if table.study_table else table.name
+
+
+def na_text(ax, x: float) -> None:
+    """'n/a' at a slot of a panel whose cell is in the grid but did not complete."""
+    ax.text(
+        x,
+        0.02,
+        "n/a",
+        rotation=90,
+        ha="center",
+        va="bottom",
+        fontsize=6,
+        transform=ax.get_xaxis_transform(),
+    )
+
+
+# ----------------------------------------------------------------------------- Hypothesis 0
+EQUALITY = "equal cost (y = x)"
+
+
+def hypothesis0_pairs(summary: pd.DataFrame, cells: pd.DataFrame):
+    """Per (model, framework, mode) of the Hypothesis 0 table (first condition): its summary
+    rows of the two tasks; and the conditions in the grid without both measured."""
+    table = next(iter(tables.tables_drawn_in("hypothesis0")), None)
+    mine = table_rows(cells, table) if table is not None else cells.iloc[0:0]
+    if mine.empty:
+        return table, [], [], None
+    device, threads = selection.first_condition(mine)
+    mine = mine[(mine["device"] == device) & (mine["threads"] == threads)]
+    steps = table_rows(summary[summary["quantity"] == table.quantity], table)
+    steps = steps[(steps["device"] == device) & (steps["threads"] == threads)]
+    first, second = tables.ratio_tasks(table)
+    both, missing = [], []
+    for model in (m for m in table.models if m in set(mine["model"])):
+        for pair in pairs_present(mine[mine["model"] == model]):
+            rows = steps[
+                (steps["model"] == model)
+                & (steps["framework"] == pair[0])
+                & (steps["mode"] == pair[1])
+            ]
+            by_task = {t: rows[rows["task"] == t] for t in (first, second)}
+            if all(len(r) for r in by_task.values()):
+                both.append((model, pair, by_task[first].iloc[0], by_task[second].iloc[0]))
+            else:
+                missing.append((model, pair))
+    return table, both, missing, (device, threads)
+
+
+def plot_hypothesis0(
+    summary: pd.DataFrame,
+    cells: pd.DataFrame,
+    found: stats.Replicates = NO_INTERVALS,
+    confidence: float = 0.95,
+):
+    """The loss Jacobian against one backward pass, per model and (framework, mode), each
+    with its intervals on both axes, log-log, with the line of equality."""
+    table, both, missing, condition = hypothesis0_pairs(summary, cells)
+    if not both:
+        return notice("No condition of Hypothesis 0 measured both its tasks in this run.")
+    first, second = tables.ratio_tasks(table)
+    colours = {pair: f"C{i}" for i, pair in enumerate(selection.pairs())}
+    n_series = len({pair for _, pair, _, _ in both}) + 1  # and the line of equality
+    fig, ax = plt.subplots(figsize=(5.2, 4.0 + 0.2 * -(-n_series // 4)))
+    by_model: dict[str, list] = {}
+    for model, pair, x_row, y_row in both:
+        x, x_low, x_high = interval_ms(found, x_row, confidence)
+        y, y_low, y_high = interval_ms(found, y_row, confidence)
+        ax.errorbar(
+            x,
+            y,
+            fmt="o",
+            ms=4,
+            capsize=2,
+            color=colours[pair],
+            label=tables.column_label(*pair),
+            xerr=None if pd.isna(x_low) else [[x - x_low], [x_high - x]],
+            yerr=None if pd.isna(y_low) else [[y - y_low], [y_high - y]],
+        )
+        by_model.setdefault(model, []).append((x, y))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    name_models(ax, by_model)
+    low, high = equality_span(ax)
+    ax.plot([low, high], [low, high], color="0.5", lw=1, ls="--", label=EQUALITY)
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel(f"{TASKS[first].label}: mean step (ms)", fontsize=8)
+    ax.set_ylabel(f"{TASKS[second].label}: mean step (ms)", fontsize=8)
+    figure_legend(fig, [ax])
+    device, threads = condition
+    shown = cells[(cells["device"] == device) & (cells["threads"] == threads)]
+    fig.suptitle(
+        textwrap.fill(
+            f"Hypothesis 0: the loss Jacobian against one backward pass, {confidence:.0%} "
+            f"intervals, {fmt.block(device, threads)}{processes_text(table_rows(shown, table))}"
+            + (
+                f"; n/a: {len(missing)} (model, mode) without both tasks measured"
+                if missing
+                else ""
+            ),
+            80,
+        ),
+        fontsize=8,
+    )
+    tidy_log_ticks(fig)
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    return fig
+
+
+def name_models(ax, by_model: dict) -> None:
+    """Each model's name once, beside its points (at their geometric centre)."""
+    for model, points in by_model.items():
+        xs, ys = zip(*points)
+        ax.annotate(
+            MODELS[model].label if model in MODELS else model,
+            (max(xs), min(ys)),
+            xytext=(4, -8),
+            textcoords="offset points",
+            fontsize=6,
+            color="0.3",
+        )
+
+
+def equality_span(ax) -> tuple[float, float]:
+    """One range for both axes, covering every point drawn, so y = x is the diagonal."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    return min(x0, y0), max(x1, y1)
+
+
+# ----------------------------------------------------------------------------- memory
+MB = 1 / 2**20  # bytes -> MiB
+MEMORY_SERIES = {  # tables.memory_table column -> what it is, as the legend says it
+    "peak_over_baseline_bytes": ("o", "peak added by the measured loop"),
+    "held_after_step_bytes": ("s", "resident after the last step"),
+    "device_peak_allocated_bytes": ("^", "device peak allocated"),
+}
+
+
+def plot_memory(cells: pd.DataFrame):
+    """Per model a panel, per (framework, mode) a row: the measured loop's peak resident
+    memory over the process's before it, the memory still resident after its last step, and
+    a CUDA cell's peak allocated device memory (tables.memory_table), MiB, log scale."""
+    memory = tables.memory_table(cells)
+    if memory.empty:
+        return notice("No cell of this run recorded its memory.")
+    device, threads = selection.first_condition(memory)
+    memory = memory[(memory["device"] == device) & (memory["threads"] == threads)]
+    grid = cells[(cells["device"] == device) & (cells["threads"] == threads)]
+    models = [m for m in MODELS if m in set(memory["model"])]
+    pairs = pairs_present(grid[grid["model"].isin(models)])
+    columns = min(3, len(models))
+    n_rows = -(-len(models) // columns)
+    fig, axes = plt.subplots(
+        n_rows,
+        columns,
+        sharex=True,
+        squeeze=False,
+        figsize=(3.4 * columns, (0.25 * len(pairs) + 1.0) * n_rows + 0.6),
+    )
+    for ax in axes.flat[len(models) :]:
+        ax.set_visible(False)
+    for ax, model in zip(axes.flat, models):
+        memory_panel(ax, model, memory[memory["model"] == model], grid, pairs)
+    figure_legend(fig, axes.flat)
+    fig.suptitle(
+        f"Memory per cell, median over processes, {fmt.block(device, threads)}"
+        f"{processes_text(grid)}; n/a: not measured",
+        fontsize=9,
+    )
+    tidy_log_ticks(fig)
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    return fig
+
+
+def memory_panel(ax, model: str, memory: pd.DataFrame, grid: pd.DataFrame, pairs) -> None:
+    tasks = [t for t in TASKS if t in set(grid.loc[grid["model"] == model, "task"])]
+    step = 0.7 / max(1, len(tasks))
+    for y, pair in enumerate(pairs):
+        for k, task in enumerate(tasks):
+            at = y - 0.35 + step * (k + 0.5)
+            row = memory[
+                (memory["framework"] == pair[0])
+                & (memory["mode"] == pair[1])
+                & (memory["task"] == task)
+            ]
+            if row.empty:
+                if (
+                    (grid["model"] == model)
+                    & (grid["framework"] == pair[0])
+                    & (grid["mode"] == pair[1])
+                    & (grid["task"] == task)
+                ).any():
+                    ax.text(
+                        0.01,
+                        at,
+                        "n/a",
+                        va="center",
+                        fontsize=5,
+                        transform=ax.get_yaxis_transform(),
+                    )
+                continue
+            memory_points(ax, row.iloc[0], at, f"C{list(TASKS).index(task)}", task)
+    ax.set_yticks(range(len(pairs)))
+    ax.set_yticklabels([tables.column_label(*p) for p in pairs], fontsize=6)
+    ax.set_ylim(len(pairs) - 0.5, -0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("MiB", fontsize=8)
+    ax.set_title(MODELS[model].label, fontsize=9)
+
+
+def memory_points(ax, row, at: float, colour: str, task: str) -> None:
+    """A condition's memory series as points; a peak of nothing over the baseline (0 or
+    less) cannot sit on a log axis and is written '0' at the axis' left end."""
+    for column, (marker, what) in MEMORY_SERIES.items():
+        value = row[column] * MB if pd.notna(row[column]) else None
+        if value is None:
+            continue
+        label = f"{TASKS[task].label}: {what}"
+        if value <= 0:
+            ax.text(
+                0.01,
+                at,
+                "0",
+                va="center",
+                fontsize=5,
+                color=colour,
+                transform=ax.get_yaxis_transform(),
+            )
+            continue
+        ax.plot(
+            value,
+            at,
+            marker,
+            color=colour,
+            ms=4,
+            linestyle="none",
+            label=label,
+            mfc=colour if marker == "o" else "none",
+        )
+
+
 # ----------------------------------------------------------------------------- CLI
 def save(fig, paths: list[str]) -> None:
     for path in paths:
@@ -399,51 +776,86 @@ def save(fig, paths: list[str]) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
+def read_published(folder: str | None) -> dict:
+    """The study's published rows of the tables the MLP figure draws, by table name."""
+    found = {}
+    for table in tables.tables_drawn_in("mlp_backward"):
+        path = os.path.join(folder, table.published) if folder and table.published else None
+        if path and os.path.exists(path):
+            found[table.name] = pd.read_csv(path, dtype={"mean": float}, keep_default_na=False)
+    return found
+
+
+# The figures besides the first iterations, by file name (figures/<name>.{pdf,png}; the
+# option --<name>-out); those of the spec's tables are tables.FIGURES_OF_TABLES.
+FIGURES = {
+    "jacobians": "the Jacobian figure",
+    "frameworks": "the every-framework figure",
+    "mlp_backward": "the study's MLP backward tables (its Tables 1-2)",
+    "hypothesis0": "Hypothesis 0: the loss Jacobian against one backward",
+    "memory_per_cell": "the memory per cell",
+}
+# The figures drawn from the summary and the cells, by name: how each is drawn.
+SUMMARY_FIGURES = {
+    "jacobians": lambda summary, cells, found, a: plot_jacobians(
+        summary, cells, found, a.confidence
+    ),
+    "frameworks": lambda summary, cells, found, a: plot_frameworks(
+        summary, cells, found, a.confidence
+    ),
+    "mlp_backward": lambda summary, cells, found, a: plot_study_backward(
+        summary, cells, read_published(a.published), found, a.confidence
+    ),
+    "hypothesis0": lambda summary, cells, found, a: plot_hypothesis0(
+        summary, cells, found, a.confidence
+    ),
+}
+
+
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--iterations", required=True)
     p.add_argument("--first", type=int, default=30)
     p.add_argument("--out", action="append", required=True, help="repeat for each format")
-    p.add_argument("--summary", help="summary.parquet: needed for --jacobians-out")
-    p.add_argument("--cells", help="cells.parquet: marks Jacobian cells that did not complete")
+    p.add_argument("--summary", help="summary.parquet: needed for the figures of the tables")
+    p.add_argument(
+        "--cells", help="cells.parquet: cells not completed, times to first step, " "memory"
+    )
     p.add_argument("--bootstrap", help="bootstrap.parquet: the points' intervals (none without)")
     p.add_argument("--confidence", type=float, default=0.95, help="the intervals' level")
-    p.add_argument(
-        "--jacobians-out",
-        action="append",
-        default=[],
-        help="the Jacobian figure; repeat for each format",
-    )
-    p.add_argument(
-        "--frameworks-out",
-        action="append",
-        default=[],
-        help="the every-framework figure; repeat for each format",
-    )
+    p.add_argument("--published", help="report/published: the study's numbers (MLP figure)")
+    for name, what in FIGURES.items():
+        p.add_argument(
+            f"--{name.replace('_', '-')}-out",
+            action="append",
+            default=[],
+            help=f"{what}; repeat for each format",
+        )
     args = p.parse_args(argv)
-    if (args.jacobians_out or args.frameworks_out) and not args.summary:
-        p.error("--jacobians-out and --frameworks-out need --summary")
-    if args.frameworks_out and not args.cells:
-        p.error("--frameworks-out needs --cells (times to first step)")
+    wanted = [n for n in SUMMARY_FIGURES if getattr(args, f"{n}_out")]
+    if wanted and not args.summary:
+        p.error(f"--{wanted[0].replace('_', '-')}-out needs --summary")
+    needs_cells = [n for n in FIGURES if getattr(args, f"{n}_out") and n != "jacobians"]
+    if needs_cells and not args.cells:
+        p.error(f"--{needs_cells[0].replace('_', '-')}-out needs --cells")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     save(plot(pd.read_parquet(args.iterations), args.first), args.out)
     found = (
         stats.replicates_by_condition(pd.read_parquet(args.bootstrap), "mean")
         if args.bootstrap
         else NO_INTERVALS
     )
-    if args.jacobians_out:
-        cells = pd.read_parquet(args.cells) if args.cells else None
-        save(
-            plot_jacobians(pd.read_parquet(args.summary), cells, found, args.confidence),
-            args.jacobians_out,
-        )
-    if args.frameworks_out:
-        save(
-            plot_frameworks(
-                pd.read_parquet(args.summary), pd.read_parquet(args.cells), found, args.confidence
-            ),
-            args.frameworks_out,
-        )
+    cells = pd.read_parquet(args.cells) if args.cells else None
+    summary = pd.read_parquet(args.summary) if args.summary else None
+    for name, draw in SUMMARY_FIGURES.items():
+        if getattr(args, f"{name}_out"):
+            save(draw(summary, cells, found, args), getattr(args, f"{name}_out"))
+    if args.memory_per_cell_out:
+        save(plot_memory(cells), args.memory_per_cell_out)
     return 0
 
 
