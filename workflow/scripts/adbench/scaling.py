@@ -12,7 +12,7 @@ pass per row) is shown, not judged.  The ratio is the mean over processes of eac
 process's median (claims.VERDICT_STATISTIC), with its bootstrap interval paired by seed
 (stats.Replicates.ratio), as the verdicts compute theirs.
 
-Griewank & Walther (Evaluating Derivatives, 2nd ed., SIAM 2008, §4.6) bound the gradient's
+Griewank & Walther (Evaluating Derivatives, 2nd ed., SIAM 2008) bound the gradient's
 cost by a small constant times the function's: at most about 4 to 5 in operations counts
 (CHEAP_GRADIENT_BOUND).  A condition is "within" where its interval lies at or under the
 bound, "above" where it lies over it, "inconclusive" where it spans it; one process gives a
