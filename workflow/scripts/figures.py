@@ -111,7 +111,7 @@ def tidy_log_ticks(fig) -> None:
             axis.set_minor_formatter(NullFormatter())
 
 
-def figure_legend(fig, axes, extra=()) -> None:
+def figure_legend(fig, axes, extra=(), columns: int = 4) -> None:
     """One legend for the figure, below its panels: every series drawn in any panel, once."""
     found = dict(extra)
     for ax in axes:
@@ -122,7 +122,7 @@ def figure_legend(fig, axes, extra=()) -> None:
             list(found.values()),
             list(found),
             loc="lower center",
-            ncol=min(4, len(found)),
+            ncol=min(columns, len(found)),
             fontsize=7,
             bbox_to_anchor=(0.5, 0),
         )
@@ -273,7 +273,7 @@ def plot_jacobians(
     if not models:
         return notice("No output-Jacobian cell was measured in this run.")
     pairs = pairs_present(wanted)
-    columns = min(3, len(models))
+    columns = min(2, len(models))  # two: the MiB axis needs its width
     n_rows = -(-len(models) // columns)
     fig, axes = plt.subplots(
         n_rows, columns, figsize=(3.3 * columns, 2.6 * n_rows + 0.6), squeeze=False
@@ -549,7 +549,7 @@ EQUALITY = "equal cost (y = x)"
 
 def hypothesis0_pairs(summary: pd.DataFrame, cells: pd.DataFrame):
     """Per (model, framework, mode) of the Hypothesis 0 table (first condition): its summary
-    rows of the two tasks; and the conditions in the grid without both measured."""
+    rows of the two tasks; and those with both tasks in the grid but not both measured."""
     table = next(iter(tables.tables_drawn_in("hypothesis0")), None)
     mine = table_rows(cells, table) if table is not None else cells.iloc[0:0]
     if mine.empty:
@@ -568,9 +568,15 @@ def hypothesis0_pairs(summary: pd.DataFrame, cells: pd.DataFrame):
                 & (steps["mode"] == pair[1])
             ]
             by_task = {t: rows[rows["task"] == t] for t in (first, second)}
+            in_grid = mine.loc[
+                (mine["model"] == model)
+                & (mine["framework"] == pair[0])
+                & (mine["mode"] == pair[1]),
+                "task",
+            ]
             if all(len(r) for r in by_task.values()):
                 both.append((model, pair, by_task[first].iloc[0], by_task[second].iloc[0]))
-            else:
+            elif {first, second} <= set(in_grid):  # both asked for, one not completed
                 missing.append((model, pair))
     return table, both, missing, (device, threads)
 
@@ -623,7 +629,7 @@ def plot_hypothesis0(
             f"Hypothesis 0: the loss Jacobian against one backward pass, {confidence:.0%} "
             f"intervals, {fmt.block(device, threads)}{processes_text(table_rows(shown, table))}"
             + (
-                f"; n/a: {len(missing)} (model, mode) without both tasks measured"
+                f"; n/a: {len(missing)} (model, mode) in the grid without both tasks measured"
                 if missing
                 else ""
             ),
@@ -677,20 +683,20 @@ def plot_memory(cells: pd.DataFrame):
     grid = cells[(cells["device"] == device) & (cells["threads"] == threads)]
     models = [m for m in MODELS if m in set(memory["model"])]
     pairs = pairs_present(grid[grid["model"].isin(models)])
-    columns = min(3, len(models))
+    columns = min(2, len(models))  # two: the MiB axis needs its width
     n_rows = -(-len(models) // columns)
     fig, axes = plt.subplots(
         n_rows,
         columns,
         sharex=True,
         squeeze=False,
-        figsize=(3.4 * columns, (0.25 * len(pairs) + 1.0) * n_rows + 0.6),
+        figsize=(3.6 * columns, (0.22 * len(pairs) + 1.0) * n_rows + 0.8),
     )
     for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
         memory_panel(ax, model, memory[memory["model"] == model], grid, pairs)
-    figure_legend(fig, axes.flat)
+    figure_legend(fig, axes.flat, columns=2)  # its labels are long
     fig.suptitle(
         f"Memory per cell, median over processes, {fmt.block(device, threads)}"
         f"{processes_text(grid)}; n/a: not measured",
