@@ -75,6 +75,7 @@ def test_a_narrow_study_table_prints_the_median_in_a_column_beside_the_mean():
     assert cells[1] == "91.5" and cells[4] == "92.5"  # each pair's median beside its mean
     assert r"100 $\pm$ 4" in cells[0]
     assert "median" in context["caption"]
+    assert not context["landscape"] and context["fontsize"].startswith(r"\small")
 
 
 def test_a_wide_study_table_gives_median_and_iqr_a_line_under_our_row():
@@ -85,6 +86,8 @@ def test_a_wide_study_table_gives_median_and_iqr_a_line_under_our_row():
                  for i, p in enumerate(pairs)])
     context = paper_tables.table_context(WIDE_TABLE, ours, no_study(WIDE_TABLE))
     assert all(c["heads"] == ["mean", "std"] for c in context["columns"])
+    # too wide for a portrait page in small type: a landscape page, never smaller type
+    assert context["landscape"] and context["fontsize"].startswith(r"\small")
     medians = next(x for x in lines_of(context) if x["label"].startswith("median, IQR"))
     assert medians["cells"] == [v for i in range(len(pairs)) for v in (f"{50.0 + i:.1f}", "2.50")]
     # every line spans the same columns as the header

@@ -23,8 +23,9 @@ import make_verdicts
 from adbench import stats
 from adbench.formatting import latex
 from adbench.paper_tables import NOT_IN_GRID, WAITING
+from adbench.tables import FIGURES_OF_TABLES, tables_drawn_in
 from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS
-from test_tables import MISSING_TABLE, fake_iterations_and_cells
+from test_tables import MISSING_TABLE, fake_iterations_and_cells, with_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "workflow" / "scripts" / "render_paper.py"
@@ -127,10 +128,16 @@ def make_inputs(
     failed_message: str | None = None,
     validation: dict | None = None,
     waited: tuple | None = None,
+    without_mode: tuple[str, str] | None = None,
 ) -> list[str]:
     """The inputs of render_paper.py; `waited`: (framework, mode, model, task, seed) of a cell
-    whose loop kept fewer cores busy than its thread (WAITED_CORES)."""
+    whose loop kept fewer cores busy than its thread (WAITED_CORES); `without_mode`: a
+    (framework, mode) with no cell in the run.  `figure` stands for every figure."""
     iterations, cells = fake_iterations_and_cells(threads)
+    cells = with_memory(cells)
+    if without_mode is not None:
+        keep = lambda df: df[[p != without_mode for p in zip(df["framework"], df["mode"])]]  # noqa: E731
+        iterations, cells = keep(iterations), keep(cells)
     if waited is not None:
         keys = ["framework", "mode", "model", "task", "seed"]
         cells.loc[(cells[keys] == waited).all(axis=1), "cpu_utilisation"] = WAITED_CORES
@@ -176,6 +183,8 @@ def make_inputs(
         "--published": ROOT / "report" / "published",
         "--tables": tmp_path / "tables",
         "--figure": figure,
+        **{f"--{name.replace('_', '-')}-figure": figure for name in FIGURES_OF_TABLES},
+        "--memory-figure": figure,
         "--gradients": tmp_path / "gradients.csv",
         "--environment": tmp_path / "environment.json",
         "--first-iterations": tmp_path / "first_iterations.csv",
@@ -539,3 +548,55 @@ def test_a_loop_that_waited_is_listed_and_marked_where_its_numbers_are_printed(t
     comparisons = tex.split(r"\label{tab:comparisons}")[1].split(r"\end{longtable}")[0]
     marked = [row for row in comparisons.split(r"\\") if r"\textsuperscript{w}" in row]
     assert marked and all("[512], PyTorch (eager), backward" in row for row in marked[:-1])
+
+
+# ----------------------------------------------------------------------------- figures, memory
+def caption_of(tex: str, table: str) -> str:
+    """The caption of a table (the text before its label, from its \\caption)."""
+    return tex.split(rf"\label{{tab:{table}}}")[0].rsplit(r"\caption{", 1)[1]
+
+
+def test_each_tables_figure_is_cited_in_the_caption_of_every_table_it_draws(tex):
+    for figure in FIGURES_OF_TABLES:
+        measured = [t.name for t in tables_drawn_in(figure) if t.name != MISSING_TABLE]
+        assert tex.count(rf"\label{{fig:{figure}}}") == 1
+        for table in measured:
+            assert rf"Figure~\ref{{fig:{figure}}} draws it" in caption_of(tex, table), table
+        # placed right after the first table it draws
+        after = tex.split(rf"\label{{tab:{measured[0]}}}")[1]
+        assert after.index(rf"\label{{fig:{figure}}}") < after.index(r"\label{tab:")
+    assert r"\ref{tab:table5_dense}" not in tex.split(r"\label{fig:jacobians}")[0].rsplit(
+        r"\begin{figure}", 1)[1]  # a table not measured is not cited
+
+
+def test_wide_tables_go_on_landscape_pages_in_small_type(tex):
+    for chunk in tex.split(r"\begin{landscape}")[1:]:
+        table = chunk.split(r"\end{landscape}")[0]
+        assert r"\begin{longtable}" in table and r"{\small" in table
+    assert r"\scriptsize\setlength" not in tex and r"\footnotesize\setlength" not in tex
+    assert r"\begin{landscape}" in tex  # the study's Jacobian tables: four modes
+
+
+def test_the_memory_section_gives_a_row_per_condition_and_says_no_gpu_ran(tex):
+    section = tex.split(r"\label{sec:memory}")[1].split(r"\section")[0]
+    assert "clear\\_refs" in section and "VmHWM" in section
+    assert "No GPU ran in this run" in section and "was not measured" in section
+    assert r"\label{fig:memory}" in section
+    _, cells = fake_iterations_and_cells()
+    conditions = cells[cells["status"] == "ok"].drop_duplicates(
+        ["framework", "mode", "model", "task", "device", "threads"])
+    table = section.split(r"\label{tab:memory}")[1].split(r"\end{longtable}")[0]
+    assert table.split(r"\endfoot")[1].count(r"\\") == len(conditions)
+
+
+def test_only_the_modes_with_cells_are_listed_as_run(tmp_path):
+    gone = ("jax", "jit")
+    render_paper.main(make_inputs(tmp_path, without_mode=gone) + ["--tex-only"])
+    tex = (tmp_path / "paper" / "paper.tex").read_text()
+    label = latex(f"{FRAMEWORKS[gone[0]].label} ({FRAMEWORKS[gone[0]].modes[gone[1]].label})")
+    ran = tex.split("The modes this run measured:")[1].split(r"\end{description}")[0]
+    assert label not in ran and r"\item[" in ran
+    others = tex.split("not in this run's grid")[1].split("\n\n")[0]
+    assert label in others
+    quantities = tex.split(r"\label{tab:quantities}")[1].split(r"\end{tabular}")[0]
+    assert label not in quantities

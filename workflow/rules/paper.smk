@@ -10,9 +10,14 @@ rule paper:
         bib="report/references.bib",
         published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.*")),
         tables=TABLE_FILES,
+        memory=MEMORY_FILE,  # read from the tables folder
         figure=FIGURE_FILES["first_iterations_pdf"],
+        # the figures of the study's tables (tables.FIGURES_OF_TABLES), each beside its tables
+        mlp_backward=FIGURE_FILES["mlp_backward_pdf"],
         jacobians=FIGURE_FILES["jacobians_pdf"],
+        hypothesis0=FIGURE_FILES["hypothesis0_pdf"],
         frameworks=FIGURE_FILES["frameworks_pdf"],
+        memory_figure=FIGURE_FILES["memory_per_cell_pdf"],
         cells=tree("aggregate/cells.parquet"),
         gradients=tree("checks/gradients.csv"),
         environment=tree("aggregate/environment.json"),
@@ -38,8 +43,9 @@ rule paper:
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
         "--published report/published --tables {params.tables} --figure {input.figure} "
-        "--jacobians-figure {input.jacobians} --frameworks-figure {input.frameworks} "
-        "--cells {input.cells} "
+        "--mlp-backward-figure {input.mlp_backward} --jacobians-figure {input.jacobians} "
+        "--hypothesis0-figure {input.hypothesis0} --frameworks-figure {input.frameworks} "
+        "--memory-figure {input.memory_figure} --cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "
         "--first-iterations {input.first} --bootstrap {input.bootstrap} "
         "--claims {input.claims} --groups {input.groups} --comparisons {input.comparisons} "

@@ -59,6 +59,7 @@ class Inputs:
     groups: pd.DataFrame  # make_verdicts.py's groups.csv: each claim per group of comparisons
     comparisons: pd.DataFrame  # make_verdicts.py's comparisons.csv
     validation: str | None  # benchmarks/validate_harness.py's JSON, when it was run
+    memory: pd.DataFrame | None  # make_tables.py's memory.csv, where the tables folder has it
 
     @property
     def confidence(self) -> float:
@@ -113,7 +114,16 @@ def load_inputs(args) -> Inputs:
         groups=read_csv(args.groups),
         comparisons=read_csv(args.comparisons),
         validation=args.validation,
+        memory=read_memory(folder),
     )
+
+
+def read_memory(folder: Path) -> pd.DataFrame | None:
+    """tables/memory.csv (make_tables.MEMORY_FILE); None where the tables predate it."""
+    path = folder / "memory.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    return read_csv(path)
 
 
 # ----------------------------------------------------------------------------- context
@@ -175,6 +185,7 @@ def checks_context(inputs: Inputs) -> dict:
         "first_iteration_max": paper_context.first_max(first),
         "figure_focus": paper_context.figure_focus(first) if len(first) else "none",
         "threads_check": paper_context.threads_check(inputs.cells),
+        "memory": paper_context.memory_context(inputs.memory, inputs.cells),
         "validation": report_stats.validation_context(inputs.validation),
         "limitations": paper_context.limitations(
             inputs.cells,
@@ -187,17 +198,56 @@ def checks_context(inputs: Inputs) -> dict:
 
 def files_context(inputs: Inputs, args) -> dict:
     """The figures and the bibliography the template includes, by file name."""
-    frameworks_table = next(
-        (t.name for t in TABLES if t.first_step and not inputs.data[t.name]["ours"].empty), None
-    )
     name = lambda path: Path(path).name if path else None  # noqa: E731  (optional figures)
     return {
         "figure": name(args.figure),
-        "jacobians_figure": name(args.jacobians_figure),
-        "frameworks_figure": name(args.frameworks_figure),
-        "frameworks_table": frameworks_table,
+        "table_figures": table_figures(inputs, figure_files(args)),
+        "memory_figure": name(args.memory_figure),
         "bibliography": Path(args.bib).stem,
     }
+
+
+def figure_files(args) -> dict:
+    """The figures of the spec's tables given on the command line, by figure name."""
+    return {
+        figure: getattr(args, f"{figure}_figure")
+        for figure in tbl.FIGURES_OF_TABLES
+        if getattr(args, f"{figure}_figure")
+    }
+
+
+def table_figures(inputs: Inputs, files: dict) -> list[dict]:
+    """Each figure of the spec's tables that was given and draws a table this run measured:
+    its file, its label, the measured tables it draws (their captions cite it) and the table
+    it follows in the paper (the first of them)."""
+    out = []
+    for figure, path in files.items():
+        measured = [
+            t.name for t in tbl.tables_drawn_in(figure) if not inputs.data[t.name]["ours"].empty
+        ]
+        if measured:
+            out.append(
+                {
+                    "name": figure,
+                    "file": Path(path).name,
+                    "label": f"fig:{figure}",
+                    "tables": measured,
+                    "after": measured[0],
+                    "refs": table_refs(measured),
+                    "others": {
+                        name: table_refs([t for t in measured if t != name]) for name in measured
+                    },
+                }
+            )
+    return out
+
+
+def table_refs(names: list[str]) -> str:
+    """'Table~\\ref{tab:a}', 'Tables~\\ref{tab:a} and~\\ref{tab:b}', 'Tables~..., ... and~...'."""
+    refs = [f"\\ref{{tab:{name}}}" for name in names]
+    if len(refs) <= 1:
+        return f"Table~{refs[0]}" if refs else ""
+    return f"Tables~{', '.join(refs[:-1])} and~{refs[-1]}"
 
 
 # ----------------------------------------------------------------------------- render, compile
@@ -262,8 +312,12 @@ def parse_args(argv=None):
         "not measured)",
     )
     p.add_argument("--figure", required=True, help="first_iterations.pdf")
-    p.add_argument("--jacobians-figure", help="jacobians.pdf (optional)")
-    p.add_argument("--frameworks-figure", help="frameworks.pdf (optional)")
+    for figure in tbl.FIGURES_OF_TABLES:
+        p.add_argument(
+            f"--{figure.replace('_', '-')}-figure",
+            help=f"{figure}.pdf (optional): cited beside the tables it draws",
+        )
+    p.add_argument("--memory-figure", help="memory_per_cell.pdf (optional)")
     p.add_argument("--gradients", required=True, help="gradients.csv")
     p.add_argument("--environment", required=True, help="environment.json")
     p.add_argument("--first-iterations", required=True, help="first_iterations.csv")
@@ -303,7 +357,8 @@ def main(argv=None) -> None:
     tex = folder / "paper.tex"
     tex.write_text(make_environment(template.parent).get_template(template.name).render(**context))
     log(f"wrote {tex}")
-    for figure in filter(None, (args.figure, args.jacobians_figure, args.frameworks_figure)):
+    figures = (args.figure, *figure_files(args).values(), args.memory_figure)
+    for figure in filter(None, figures):
         shutil.copyfile(figure, folder / Path(figure).name)
     shutil.copyfile(args.bib, folder / Path(args.bib).name)
     if args.tex_only:

@@ -567,3 +567,44 @@ def threads_check(cells: pd.DataFrame | None) -> dict | None:
         "n_cells": len(ok),
         "under_margin": fmt.number(CORES_UNDER_THREADS, 2),
     }
+
+
+# ----------------------------------------------------------------------------- memory
+MIB = 2**20
+
+
+def mebibytes(value) -> str:
+    return fmt.NA if missing(value) else fmt.number(float(value) / MIB)
+
+
+def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> dict | None:
+    """tables/memory.csv as the paper's memory table: a row per condition (medians over its
+    processes, MiB), the device columns only where a cuda cell ran, and whether any peak
+    counts from the process's start; None where no cell recorded its memory."""
+    if memory is None or memory.empty:
+        return None
+    cuda = bool(cells is not None and (cells["device"] == "cuda").any()) or (
+        memory["device"] == "cuda"
+    ).any()
+    several_blocks = len(set(zip(memory["device"], memory["threads"]))) > 1
+    rows = [
+        {
+            "model": latex(MODELS[r.model].label if r.model in MODELS else r.model),
+            "task": latex(TASKS[r.task].label if r.task in TASKS else r.task),
+            "mode": pair_label(r.framework, r.mode),
+            "block": latex(fmt.block(r.device, r.threads)) if several_blocks else "",
+            "n": int(r.n_processes),
+            "peak": mebibytes(r.peak_over_baseline_bytes),
+            "held": mebibytes(r.held_after_step_bytes),
+            "from_start": int(r.n_peak_from_start) > 0,
+            "device_allocated": mebibytes(r.device_peak_allocated_bytes),
+            "device_reserved": mebibytes(r.device_peak_reserved_bytes),
+        }
+        for r in memory.itertuples()
+    ]
+    return {
+        "rows": rows,
+        "cuda": bool(cuda),
+        "any_from_start": any(r["from_start"] for r in rows),
+        "n_conditions": len(rows),
+    }

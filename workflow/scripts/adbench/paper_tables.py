@@ -337,14 +337,21 @@ def study_line(pub: pd.DataFrame, view: View) -> list:
 HEAD_WIDTH = {"median": 0.5}
 
 
+# The widest table (in "mean ± sd" columns) that fits the portrait text width in \small type;
+# a wider one goes on a landscape page (pdflscape) in the same type, never smaller.
+PORTRAIT_WIDTH = 6
+
+
 def font_size(width: float) -> str:
-    """Smaller type and tighter columns as a table widens (in "mean ± sd" columns), to stay
-    within the text width."""
-    if width <= 6:
+    """The tables' type: \small, columns a little tighter on a landscape page."""
+    if width <= PORTRAIT_WIDTH:
         return r"\small\setlength{\tabcolsep}{4pt}"
-    if width <= 7:
-        return r"\footnotesize\setlength{\tabcolsep}{3pt}"
-    return r"\scriptsize\setlength{\tabcolsep}{2pt}"
+    return r"\small\setlength{\tabcolsep}{3pt}"
+
+
+def landscape(width: float) -> bool:
+    """Whether a table this wide needs a landscape page to stay in \small type."""
+    return width > PORTRAIT_WIDTH
 
 
 def what_and_unit(table: TableInfo) -> str:
@@ -484,6 +491,7 @@ def seeds_text(ours: pd.DataFrame) -> str:
 def header_context(groups: list[tuple[str, list[str]]]) -> dict:
     """A two-line header: each group's label over its heads; column spec, rules, type size."""
     n_stat_columns = sum(len(heads) for _, heads in groups)
+    width = sum(HEAD_WIDTH.get(h, 1) for _, heads in groups for h in heads)
     rules, start = [], 2
     for _, heads in groups:
         rules.append(f"\\cmidrule(lr){{{start}-{start + len(heads) - 1}}}")
@@ -493,9 +501,8 @@ def header_context(groups: list[tuple[str, list[str]]]) -> dict:
         "n_cols": 1 + n_stat_columns,
         "colspec": "c" * n_stat_columns,
         "cmidrules": "".join(rules),
-        "fontsize": font_size(
-            sum(HEAD_WIDTH.get(h, 1) for _, heads in groups for h in heads)
-        ),
+        "fontsize": font_size(width),
+        "landscape": landscape(width),
     }
 
 
