@@ -11,10 +11,11 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 import aggregate
-from adbench import schema, timing
+from adbench import paper_context, schema, tables, timing
 
 MB = 1024 * 1024
 PLANTED = 200 * MB
@@ -236,3 +237,24 @@ def test_memory_table_of_cells_without_memory_is_empty_with_its_header():
     old = memory_cells().drop(columns=["rss_peak_bytes", "rss_peak_scope"])
     assert tables.memory_table(old).empty
     assert list(tables.memory_table(old).columns) == tables.MEMORY_COLUMNS
+
+
+def test_the_papers_memory_table_has_device_columns_only_where_a_cuda_cell_ran():
+    row = {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
+           "threads": 1, "n_processes": 2, "n_peak_from_start": 0,
+           "peak_over_baseline_bytes": 3 * MB, "held_after_step_bytes": 300 * MB,
+           "held_over_baseline_bytes": 1 * MB, "device_peak_allocated_bytes": float("nan"),
+           "device_peak_reserved_bytes": float("nan")}
+    cpu = pd.DataFrame([{**row, "device": "cpu"}])[tables.MEMORY_COLUMNS]
+    context = paper_context.memory_context(cpu, None)
+    assert not context["cuda"] and [(r["peak"], r["held"]) for r in context["rows"]] == [
+        ("3.00", "300")]
+    cuda = pd.DataFrame([{**row, "device": "cuda", "n_peak_from_start": 1,
+                          "device_peak_allocated_bytes": 40 * MB,
+                          "device_peak_reserved_bytes": 64 * MB}])[tables.MEMORY_COLUMNS]
+    context = paper_context.memory_context(pd.concat([cpu, cuda]), None)
+    assert context["cuda"] and context["any_from_start"]
+    assert [(r["device_allocated"], r["device_reserved"]) for r in context["rows"]] == [
+        ("n/a", "n/a"), ("40.0", "64.0")]
+    assert all(r["block"] for r in context["rows"])  # two blocks: each row says its own
+    assert paper_context.memory_context(cpu.iloc[0:0], None) is None
