@@ -15,8 +15,12 @@ import pytest
 
 from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
+from variant_cells import variant_cells
 
-CELLS = BackendCells("autograd", known_unsupported={})
+CELLS = BackendCells("autograd", known_unsupported={
+    ("*", "*", "backward_retained"): "no retain_graph",
+}, tasks=spec.STUDY_TASKS)
+CELLS.cells += variant_cells("autograd")
 # ResNet50's output Jacobian at seed 3 (one example): with one-thread OpenBLAS one
 # pre-activation of a layer3 block is 3.5e-8 in float64 and rounds to the other side of its
 # ReLU in float32, which moves the two Jacobian rows by 5.9e-3 (> the 1e-3 tolerance; PyTorch's

@@ -16,12 +16,15 @@ import pytest
 
 from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
+from variant_cells import variant_cells
 
 CELLS = BackendCells("chainer", known_unsupported={
     # Chainer 7.8.1 has Variable.backward and chainer.grad (one VJP per call), no Jacobian.
     ("eager", "*", "jacobian_vectorized"): "no Jacobian API",
     ("eager", "*", "loss_jacobian"): "no Jacobian API",
-})
+    ("eager", "*", "backward_frozen"): "cannot exclude parameters",
+}, tasks=spec.STUDY_TASKS)
+CELLS.cells += variant_cells("chainer")
 # ResNet50's output Jacobian at seed 3: with one-thread OpenBLAS (numpy's, through
 # L.Convolution2D's im2col + tensordot) one layer3 pre-activation that is 3.5e-8 in float64
 # rounds to the other side of its ReLU in float32 and moves the Jacobian by 5.9e-3 (> the 1e-3

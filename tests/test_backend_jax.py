@@ -13,12 +13,16 @@ import pytest
 
 from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
+from variant_cells import variant_cells
 
-CELLS = BackendCells("jax", known_unsupported={})
+CELLS = BackendCells("jax", known_unsupported={
+    ("*", "*", "backward_retained"): "JAX is functional",
+}, tasks=spec.STUDY_TASKS)
 # Budget (the file under 4 minutes with the environment's build): ResNet50 runs in jit mode
 # only.  Eager ResNet50 costs ~70 CPU-seconds here, nearly all of it XLA compiling each of
 # its primitives' shapes once in the first iteration; its model code is the jit cells'.
 CELLS.cells = [c for c in CELLS.cells if not (c["mode"] == "eager" and c["model"] == "resnet50")]
+CELLS.cells += variant_cells("jax")
 results = CELLS.results_fixture()
 test_cell_matches_the_float64_reference = CELLS.cell_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
+from variant_cells import variant_cells
 
 # Cells whose float32 result sits past the pipeline's tolerance for a reason measured here,
 # with the tolerance they get instead.  ResNet50's Jacobian at seed 3: the first example
@@ -46,7 +47,8 @@ class MXNetCells(BackendCells):
 CELLS = MXNetCells("mxnet", known_unsupported={
     ("*", "*", "jacobian_vectorized"): "no Jacobian API",
     ("*", "*", "loss_jacobian"): "no Jacobian API",
-})
+}, tasks=spec.STUDY_TASKS)
+CELLS.cells += variant_cells("mxnet")
 results = CELLS.results_fixture()
 test_cell_matches_the_float64_reference = CELLS.cell_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()

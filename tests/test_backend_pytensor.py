@@ -22,6 +22,7 @@ import subprocess
 
 from adbench import spec
 from isolated import REPO, BackendCells, tiny, venv_python
+from variant_cells import variant_cells
 
 FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
 ALL_BUT_RESNET = [m for m in spec.MODELS if m != "resnet50"]
@@ -36,10 +37,12 @@ if FULL:
 
 KNOWN_UNSUPPORTED = {
     ("numba", "resnet50", "*"): "Numba",
+    ("*", "*", "backward_retained"): "no graph outlives the step",
 }
 CELLS = BackendCells("pytensor", known_unsupported=KNOWN_UNSUPPORTED)
 CELLS.cells = [tiny(model, task, mode) for mode in MODELS
-               for model, task in itertools.product(MODELS[mode], spec.TASKS)]
+               for model, task in itertools.product(MODELS[mode], spec.STUDY_TASKS)]
+CELLS.cells += variant_cells("pytensor", modes=["c"])  # Numba: tens of seconds a graph
 results = CELLS.results_fixture()
 test_cell_matches_the_float64_reference = CELLS.cell_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()

@@ -24,6 +24,7 @@ import subprocess
 
 from adbench import spec
 from isolated import REPO, BackendCells, venv_python
+from variant_cells import variant_cells
 
 FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
 MODELS = ["mlp512", "mlp354x2", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "cnn"]
@@ -32,7 +33,9 @@ if FULL:
 
 CELLS = BackendCells("theano", known_unsupported={
     ("c", "*", "jacobian_vectorized"): "no vectorised Jacobian",
-}, models=MODELS)
+    ("c", "*", "backward_retained"): "no graph outlives the step",
+}, models=MODELS, tasks=spec.STUDY_TASKS)
+CELLS.cells += variant_cells("theano")
 results = CELLS.results_fixture()
 test_cell_matches_the_float64_reference = CELLS.cell_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
