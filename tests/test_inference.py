@@ -157,11 +157,17 @@ def test_bootstrap_replicates_per_process_quantity_and_statistic():
         {**cell, "seed": seed, "iteration": i, "phase": "measured", "step_s": value,
          "backward_s": value / 2, "forward_s": np.nan}
         for seed in (0, 1) for i, value in enumerate(rng.uniform(1, 2, 30))])
-    cells = pd.DataFrame([{**cell, "seed": seed, "time_to_first_step_s": 10.0} for seed in (0, 1)])
-    table = stats.bootstrap_replicates(iterations, 100, seed=0, first_steps=cells)
+    cells = pd.DataFrame([{**cell, "seed": seed, "status": "ok", "time_to_first_step_s": 10.0,
+                           "rss_after_step_bytes": 1e6 * (seed + 1)} for seed in (0, 1)])
+    table = stats.bootstrap_replicates(iterations, 100, seed=0, cells=cells)
     assert sorted(set(table["quantity"])) == sorted(
-        ["backward_s", "step_s", stats.FIRST_OVER_STEADY])
-    assert len(table) == 2 * 3 * len(inference.STATISTICS)  # seeds x quantities x statistics
+        ["backward_s", "step_s", stats.FIRST_OVER_STEADY, "rss_after_step_bytes"])
+    assert len(table) == 2 * 4 * len(inference.STATISTICS)  # seeds x quantities x statistics
+    # A memory reading is one per process: its replicates are that reading, and a
+    # condition's spread comes from resampling its processes.
+    held = table[(table["quantity"] == "rss_after_step_bytes") & (table["statistic"] == "mean")]
+    assert list(held["point"]) == [1e6, 2e6]
+    assert set(held.iloc[1]["replicates"]) == {2e6}
     step = table[(table["quantity"] == "step_s") & (table["statistic"] == "median")]
     assert list(step["point"]) == pytest.approx(
         list(iterations.groupby("seed")["step_s"].median()))

@@ -208,7 +208,7 @@ def main(argv=None) -> int:
     warmup = stats.warmup_of_cells(summarised, rules["warmup_window"], rules["warmup_tolerance"])
     cells = stats.with_warmup_and_noise(cells, warmup, trials, rules["noise_threshold"])
     bootstrap = stats.bootstrap_replicates(summarised, rules["bootstrap_replicates"],
-                                           rules["bootstrap_seed"], first_steps=cells)
+                                           rules["bootstrap_seed"], cells=cells)
 
     iterations.to_parquet(out("iterations.parquet"), index=False)
     cells.to_parquet(out("cells.parquet"), index=False)

@@ -175,14 +175,15 @@ BOOTSTRAP_COLUMNS = [*CELL_FIELDS, "quantity", "statistic", "point", "replicates
 
 
 def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 0,
-                         first_steps: pd.DataFrame | None = None) -> pd.DataFrame:
+                         cells: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per process (cell), quantity and statistic (inference.STATISTICS): the statistic of its
     measured iterations and `replicates` draws of it from its iterations resampled.  With
-    `first_steps` (cells with time_to_first_step_s) also FIRST_OVER_STEADY per process."""
+    `cells` (the cells table, time_to_first_step_s added) also FIRST_OVER_STEADY and the
+    memory readings (PER_PROCESS_MEMORY) per process."""
     measured = iterations[iterations["phase"] == "measured"]
     keys = list(CELL_FIELDS)
-    first = ({} if first_steps is None else
-             first_steps.set_index(keys)["time_to_first_step_s"].dropna().to_dict())
+    first = ({} if cells is None else
+             cells.set_index(keys)["time_to_first_step_s"].dropna().to_dict())
     rows = []
     for cell, group in measured.groupby(keys, observed=True):
         name = "/".join(map(str, cell))
@@ -200,7 +201,29 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
                     rows.append({**rows[-1], "quantity": FIRST_OVER_STEADY,
                                  "point": first[cell] / point,
                                  "replicates": (first[cell] / reps).astype(np.float32)})
+    if cells is not None:
+        rows += memory_rows(cells, replicates)
     return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
+
+
+# The memory a process reads once (schema.MEMORY_FIELDS) that a claim compares: the memory
+# still held once a step returned (claims.graph_freed).
+PER_PROCESS_MEMORY = ("rss_after_step_bytes",)
+
+
+def memory_rows(cells: pd.DataFrame, replicates: int) -> list[dict]:
+    """One reading per process, so its replicates are that reading repeated: the spread of a
+    condition's memory comes from resampling its processes (inference.over_processes)."""
+    rows = []
+    for quantity in (q for q in PER_PROCESS_MEMORY if q in cells):
+        ok = cells[(cells["status"] == "ok") & cells[quantity].notna()]
+        for record in ok.to_dict("records"):
+            value = float(record[quantity])
+            for statistic in inference.STATISTICS:
+                rows.append({**{k: record[k] for k in CELL_FIELDS}, "quantity": quantity,
+                             "statistic": statistic, "point": value,
+                             "replicates": np.full(replicates, value, np.float32)})
+    return rows
 
 
 class Replicates(dict):
