@@ -7,6 +7,7 @@ from pathlib import Path
 
 import matplotlib
 import pandas as pd
+import pytest
 
 matplotlib.use("Agg")
 
@@ -257,3 +258,24 @@ def test_the_memory_figure_draws_every_condition_measured():
 def test_the_memory_figure_without_memory_says_so():
     _, cells, *_ = aggregate()
     assert "No cell" in figures.plot_memory(cells).axes[0].texts[0].get_text()
+
+
+def test_the_jacobian_figure_sets_the_studys_published_means_apart():
+    _, cells, summary, found = aggregate()
+    published = figures.read_published(PUBLISHED, "jacobians")
+    fig = figures.plot_jacobians(summary, cells, found, published=published)
+    says_what_it_shows(fig)
+    fcn = next(ax for ax in fig.axes if ax.get_title() == figures.MODELS["fcn"].label)
+    assert [t.get_text() for t in fcn.get_xticklabels()][-1] == figures.STUDY_TICK
+    diamonds = sorted(line.get_ydata()[0] for line in fcn.get_lines()
+                      if line.get_label() == figures.STUDY)
+    table3 = published["table3_jacobian"]
+    study = table3[table3["model"] == "fcn"]
+    assert diamonds == pytest.approx(sorted(study["mean"] * 1e-5 * 1e3))  # 10^-5 s -> ms
+    # the legend's key of the study is one neutral marker, the colours are the modes'
+    key = dict(zip(legend_labels_list(fig), fig.legends[0].legend_handles))[figures.STUDY]
+    assert key.get_color() == "k"
+
+
+def legend_labels_list(fig) -> list[str]:
+    return [t.get_text() for t in fig.legends[0].get_texts()]

@@ -267,13 +267,18 @@ def plot_jacobians(
     cells: pd.DataFrame | None,
     found: stats.Replicates = NO_INTERVALS,
     confidence: float = 0.95,
+    published: dict | None = None,
 ):
+    """One panel per model; with `published` (read_published), a last slot per panel with the
+    study's published means, each in its mode's colour (the study did not say how it computed
+    its Jacobians, so they stand apart from both of our tasks)."""
     steps, wanted, condition = jacobian_data(summary, cells)
+    study = study_rows("jacobians", published or {})
     models = [m for m in MODELS if m in set(wanted["model"])]
     if not models:
         return notice("No output-Jacobian cell was measured in this run.")
     pairs = pairs_present(wanted)
-    columns = min(2, len(models))  # two: the MiB axis needs its width
+    columns = min(3, len(models))
     n_rows = -(-len(models) // columns)
     fig, axes = plt.subplots(
         n_rows, columns, figsize=(3.3 * columns, 2.6 * n_rows + 0.6), squeeze=False
@@ -281,8 +286,9 @@ def plot_jacobians(
     for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
-        jacobian_panel(ax, model, steps, wanted, pairs, found, confidence)
-    figure_legend(fig, axes.flat)
+        ticks = jacobian_panel(ax, model, steps, wanted, pairs, found, confidence)
+        study_slot(ax, study[study["model"] == model], pairs, ticks)
+    figure_legend(fig, axes.flat, extra=study_key(axes.flat))
     device, threads = condition
     fig.suptitle(
         f"Output Jacobians: mean step time, {fmt.block(device, threads)}"
@@ -296,7 +302,8 @@ def plot_jacobians(
 
 def jacobian_panel(
     ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pairs, found, confidence
-) -> None:
+) -> list[str]:
+    """A model's panel: per task a slot, per (framework, mode) a point; its tick labels."""
     tasks = [t for t in jacobian_tasks() if t in set(wanted.loc[wanted["model"] == model, "task"])]
     width = 0.8 / len(pairs)
     for i, (framework, mode) in enumerate(pairs):
@@ -340,6 +347,54 @@ def jacobian_panel(
     ax.set_yscale("log")
     ax.set_title(MODELS[model].label, fontsize=9)
     ax.set_ylabel("step (ms)", fontsize=8)
+    return [task_tick(t) for t in tasks]
+
+
+def study_rows(figure: str, published: dict) -> pd.DataFrame:
+    """The study's published rows of the tables a figure draws, their mean in ms."""
+    frames = [
+        published_ms(t, published[t.name])
+        for t in tables.tables_drawn_in(figure)
+        if t.name in published
+    ]
+    columns = ["model", "framework", "mode", "mean_ms"]
+    return pd.concat(frames)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def study_slot(ax, study: pd.DataFrame, pairs, ticks: list[str]) -> None:
+    """A last slot of a Jacobian panel: the study's published mean of each mode drawn, an
+    open diamond in the mode's colour."""
+    drawn = [
+        (i, p) for i, p in enumerate(pairs) if p in set(zip(study["framework"], study["mode"]))
+    ]
+    if not drawn:
+        return
+    slot = len(ticks)
+    width = 0.8 / len(pairs)
+    for i, (framework, mode) in drawn:
+        mine = study[(study["framework"] == framework) & (study["mode"] == mode)]["mean_ms"]
+        ax.plot(
+            slot - 0.4 + width * (i + 0.5),
+            mine.iloc[0],
+            "D",
+            mfc="none",
+            ms=5,
+            color=f"C{i}",
+            label=STUDY,
+        )
+    ax.set_xticks(range(slot + 1))
+    ax.set_xticklabels(ticks + [STUDY_TICK], fontsize=7)
+    ax.set_xlim(-0.5, slot + 0.5)
+
+
+STUDY_TICK = "study\n(published)"
+
+
+def study_key(axes) -> list:
+    """The legend's key of the study's markers, drawn in each mode's colour: a neutral one."""
+    if not any(STUDY in ax.get_legend_handles_labels()[1] for ax in axes):
+        return []
+    return [(STUDY, Line2D([], [], marker="D", mfc="none", color="k", ls="none"))]
 
 
 # ----------------------------------------------------------------------------- frameworks
@@ -782,10 +837,10 @@ def save(fig, paths: list[str]) -> None:
     plt.close(fig)
 
 
-def read_published(folder: str | None) -> dict:
-    """The study's published rows of the tables the MLP figure draws, by table name."""
+def read_published(folder: str | None, figure: str = "mlp_backward") -> dict:
+    """The study's published rows of the tables a figure draws, by table name."""
     found = {}
-    for table in tables.tables_drawn_in("mlp_backward"):
+    for table in tables.tables_drawn_in(figure):
         path = os.path.join(folder, table.published) if folder and table.published else None
         if path and os.path.exists(path):
             found[table.name] = pd.read_csv(path, dtype={"mean": float}, keep_default_na=False)
@@ -804,7 +859,7 @@ FIGURES = {
 # The figures drawn from the summary and the cells, by name: how each is drawn.
 SUMMARY_FIGURES = {
     "jacobians": lambda summary, cells, found, a: plot_jacobians(
-        summary, cells, found, a.confidence
+        summary, cells, found, a.confidence, read_published(a.published, "jacobians")
     ),
     "frameworks": lambda summary, cells, found, a: plot_frameworks(
         summary, cells, found, a.confidence
