@@ -175,6 +175,10 @@ def test_bootstrap_replicates_per_process_quantity_and_statistic():
                   & (table["statistic"] == "median")]
     assert list(first["point"]) == pytest.approx([10.0 / p for p in step["point"]])
     assert len(step.iloc[0]["replicates"]) == 100
+    # A process's quantities resample the same iterations: here step = 2 x backward in every
+    # iteration, so in every replicate too (a ratio of the two pairs each iteration).
+    backward = table[(table["quantity"] == "backward_s") & (table["statistic"] == "median")]
+    assert np.allclose(step.iloc[0]["replicates"], 2 * backward.iloc[0]["replicates"])
     again = stats.bootstrap_replicates(iterations, 100, seed=0)  # reproducible
     same = again[(again["quantity"] == "step_s") & (again["statistic"] == "median")]
     assert np.array_equal(step.iloc[0]["replicates"], same.iloc[0]["replicates"])

@@ -231,7 +231,7 @@ def test_every_block_is_judged_on_its_own():
 
 def test_claims_name_only_what_the_spec_has():
     for claim in claims.CLAIMS:
-        assert claim.kind in ("greater", "equal") and claim.comparisons
+        assert claim.kind in ("greater", "equal", "at_most") and claim.comparisons
         for comparison in claim.comparisons:
             for side in (comparison.numerator, comparison.denominator):
                 assert side.mode in spec.FRAMEWORKS[side.framework].modes
@@ -311,3 +311,28 @@ def test_the_memory_claim_reads_a_field_the_cells_record():
     from adbench import schema
 
     assert claims.HELD_AFTER_STEP in schema.MEMORY_FIELDS
+
+
+@pytest.mark.parametrize("step_over_forward, verdict", [
+    (2.5, "supported"), (9.0, "contradicted"), (5.0, "inconclusive")])
+def test_the_cheap_gradient_claim_is_judged_against_its_bound_with_no_margin(
+        step_over_forward, verdict):
+    """A claim of a bound: the step over the forward of the same processes, below 5
+    supported, above it contradicted, at it inconclusive (the bound is the tolerance)."""
+    forward = 1e-3
+    data = frame(processes("torch", "eager", "mlp512", "backward", "forward_s", forward),
+                 processes("torch", "eager", "mlp512", "backward", "step_s",
+                           forward * step_over_forward))
+    row = claim_row(evaluate(data), "cheap_gradient")
+    assert row["bound"] == claims.CHEAP_GRADIENT_BOUND and row["margin"] == 0
+    assert row["verdict"] == verdict
+    assert row["ratio"] == pytest.approx(step_over_forward, rel=0.05)
+
+
+def test_the_cheap_gradient_claim_covers_only_modes_that_time_the_forward_apart():
+    claim = next(c for c in claims.CLAIMS if c.key == "cheap_gradient")
+    for comparison in claim.comparisons:
+        f, m = comparison.numerator.framework, comparison.numerator.mode
+        assert "forward_s" in spec.timed_quantities(f, m, "backward")
+    assert ("tensorflow", "graph") not in {c.group[:2] for c in claim.comparisons}
+    assert ("torch", "eager") in {c.group[:2] for c in claim.comparisons}

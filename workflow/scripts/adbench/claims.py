@@ -6,7 +6,8 @@ cells test it.  A comparison is the ratio numerator / denominator of two conditi
 (VERDICT_STATISTIC), paired by seed, or of another per-process quantity (a ratio of times,
 the memory a step leaves held).  A claim of kind "greater" says the ratio is above 1 (the
 numerator slower); kind "equal" that it is 1.  Both are judged against the same practical
-margin, MARGIN, by the rule in adbench.inference; adbench.verdicts evaluates them on the data,
+margin, MARGIN, by the rule in adbench.inference.  A claim of kind "at_most" says the ratio
+is at most its bound, the bound itself being the tolerance (no margin); adbench.verdicts evaluates them on the data,
 per (device, threads) block measured, pooled per group of comparisons and per claim.
 
 Nothing here lists frameworks or models of its own: every side is derived from spec.
@@ -18,6 +19,7 @@ import dataclasses
 
 from adbench import spec
 from adbench.formatting import percent
+from adbench.scaling import CHEAP_GRADIENT_BOUND
 from adbench.selection import pairs
 from adbench.stats import FIRST_OVER_STEADY
 
@@ -57,9 +59,11 @@ class Comparison:
 class Claim:
     key: str  # report/published/claims.json "claims" entry with its words
     test: str  # how the cells test it, in words for the paper
-    kind: str  # "greater" | "equal"
+    kind: str  # "greater" | "equal" | "at_most"
     comparisons: tuple[Comparison, ...]
     table: str | None = None  # the two-task table whose ratios these comparisons are (H0)
+    bound: float = 1.0  # the ratio the claim is about: 1 (equal costs), or its bound
+    margin: float = MARGIN
 
 
 def quantity_of(framework: str, mode: str, task: str, prefer: str) -> str:
@@ -261,6 +265,26 @@ def graph_freed() -> Claim:
     )
 
 
+def cheap_gradient() -> Claim:
+    """The cheap-gradient principle, per (framework, mode) that times its forward apart."""
+    return Claim(
+        "cheap_gradient",
+        f"each mode's whole step (forward and reverse) over its forward, timed in the same "
+        f"iterations (backward task, every model, the modes that time the forward apart): at "
+        f"most {CHEAP_GRADIENT_BOUND:g} when the gradient is as cheap as the principle says",
+        "at_most",
+        tuple(
+            Comparison(Side(f, m, model, "backward", "step_s"),
+                       Side(f, m, model, "backward", "forward_s"))
+            for f, m in pairs()
+            if "forward_s" in spec.timed_quantities(f, m, "backward")
+            for model in spec.MODELS
+        ),
+        bound=CHEAP_GRADIENT_BOUND,
+        margin=0.0,
+    )
+
+
 CLAIMS: tuple[Claim, ...] = (
     hypothesis_0(),
     hypothesis_1(),
@@ -271,4 +295,5 @@ CLAIMS: tuple[Claim, ...] = (
     first_step_only_compiled(),
     frozen_subgraphs(),
     graph_freed(),
+    cheap_gradient(),
 )

@@ -20,7 +20,9 @@ The decision rule (`decide`), the same for every claim: a ratio is established a
 bound is below alpha / 2 (alpha = 1 - confidence), i.e. when the interval clears it.  A claim
 that the ratio is above 1 (kind "greater") is supported above 1 + m, contradicted below
 1 - m, "equivalent" within the margin, inconclusive otherwise; a claim of equal cost is
-supported within the margin and contradicted outside it.  Several tests of one question
+supported within the margin and contradicted outside it.  A claim of a bound (kind
+"at_most": the ratio is at most B, with no margin, the bound being the tolerance itself) is
+supported when the interval lies below B, contradicted above it.  Several tests of one question
 (a claim's groups) are Holm-corrected (`holm`).  A ratio from one process per side gets an
 interval (iterations only) but no verdict: nothing in it measures the spread between
 processes.
@@ -233,11 +235,12 @@ class Evidence:
     within: float
 
 
-def evidence(interval: Interval, margin: float) -> Evidence:
+def evidence(interval: Interval, margin: float, bound: float = 1.0) -> Evidence:
+    """Against bound x (1 +- margin): 1 for a ratio of equal costs, B for a claim of a bound."""
     reps = interval.replicates[np.isfinite(interval.replicates)]
     if not len(reps) or not np.isfinite(interval.point):
         return Evidence(1.0, 1.0, 1.0)
-    low, high = 1 - margin, 1 + margin
+    low, high = bound * (1 - margin), bound * (1 + margin)
     share = lambda mask: float(np.mean(mask))  # noqa: E731
     return Evidence(above=share(reps <= high), below=share(reps >= low),
                     within=max(share(reps <= low), share(reps >= high)))
@@ -261,6 +264,8 @@ def decide(kind: str, found: Evidence, confidence: float) -> str:
     above, below, within = (p < alpha for p in (found.above, found.below, found.within))
     if kind == "equal":
         return SUPPORTED if within else CONTRADICTED if above or below else INCONCLUSIVE
+    if kind == "at_most":
+        return SUPPORTED if below else CONTRADICTED if above else INCONCLUSIVE
     if above:
         return SUPPORTED
     return CONTRADICTED if below else EQUIVALENT if within else INCONCLUSIVE

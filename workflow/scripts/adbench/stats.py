@@ -192,7 +192,10 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
             if not len(values):
                 continue
             for statistic in inference.STATISTICS:
-                rng = inference.rng_for(f"{name}/{quantity}/{statistic}", seed)
+                # One stream per process and statistic, whatever the quantity: its
+                # quantities' replicates resample the same iterations, so a ratio of two
+                # of them (step over forward) pairs each iteration with itself.
+                rng = inference.rng_for(f"{name}/{statistic}", seed)
                 point, reps = inference.process_replicates(values, statistic, replicates, rng)
                 rows.append({**dict(zip(keys, cell)), "quantity": quantity,
                              "statistic": statistic, "point": point,

@@ -6,7 +6,7 @@ bootstrap interval, the difference in microseconds, and what it says on its own 
 description, never the rule).  A comparison whose cells the run lacks is "not measured";
 one with a single process per side is "one process": printed, never judged.
 
-The verdicts (inference.decide against claims.MARGIN):
+The verdicts (inference.decide against each claim's bound and margin, claims.MARGIN):
 - a group (the comparisons of one pair of (framework, mode) in one block): the geometric
   mean of its judged comparisons with a between-comparison interval, Holm-corrected over
   the claim's groups;
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from adbench import inference, stats
-from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC, Claim, Comparison, Side
+from adbench.claims import CLAIMS, VERDICT_STATISTIC, Claim, Comparison, Side
 
 NOT_MEASURED = "not measured"
 DESCRIPTIVE = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
@@ -38,7 +38,7 @@ COMPARISON_COLUMNS = [
 ]
 GROUP_COLUMNS = ["claim", "device", "threads", *GROUP_FIELDS, "n_planned", *COUNTS, *ESTIMATE,
                  "difference_us", "difference_low_us", "difference_high_us", "verdict"]
-CLAIM_COLUMNS = ["claim", "kind", "test", "statistic", "margin", "n", "n_groups", *COUNTS,
+CLAIM_COLUMNS = ["claim", "kind", "test", "statistic", "margin", "bound", "n", "n_groups", *COUNTS,
                  *ESTIMATE, "verdict"]
 MICRO = 1e6
 
@@ -74,11 +74,15 @@ def compare(found: stats.Replicates, comparison: Comparison, device: str, thread
             else inference.NO_INTERVAL)
 
 
+def evidence(claim: Claim, ratio: inference.Interval) -> inference.Evidence:
+    return inference.evidence(ratio, claim.margin, claim.bound)
+
+
 def own_verdict(claim: Claim, ratio: inference.Interval, confidence: float) -> str:
     """What one comparison says alone (unadjusted, descriptive)."""
     if not ratio.judged:
         return inference.ONE_PROCESS
-    return inference.decide(claim.kind, inference.evidence(ratio, MARGIN), confidence)
+    return inference.decide(claim.kind, evidence(claim, ratio), confidence)
 
 
 def estimate(ratio: inference.Interval) -> dict:
@@ -145,7 +149,7 @@ def group_rows(claim: Claim, rows: list[dict], confidence: float) -> list[dict]:
                     "verdict": (NOT_MEASURED if not measured else
                                 inference.ONE_PROCESS if not judged else None)})
         if judged:
-            tests.append((len(out) - 1, inference.evidence(ratio, MARGIN)))
+            tests.append((len(out) - 1, evidence(claim, ratio)))
     decided = inference.decide_all(claim.kind, [e for _, e in tests], confidence)
     for (index, _), verdict in zip(tests, decided):
         out[index]["verdict"] = verdict
@@ -155,10 +159,10 @@ def group_rows(claim: Claim, rows: list[dict], confidence: float) -> list[dict]:
 def claim_row(claim: Claim, rows: list[dict], n_groups: int, confidence: float) -> dict:
     ratio, _, judged = pool(rows, confidence, claim.key)
     measured = any(r["_ratio"] is not None for r in rows)
-    verdict = (inference.decide(claim.kind, inference.evidence(ratio, MARGIN), confidence)
+    verdict = (inference.decide(claim.kind, evidence(claim, ratio), confidence)
                if judged else inference.ONE_PROCESS if measured else NOT_MEASURED)
     return {"claim": claim.key, "kind": claim.kind, "test": claim.test,
-            "statistic": VERDICT_STATISTIC, "margin": MARGIN,
+            "statistic": VERDICT_STATISTIC, "margin": claim.margin, "bound": claim.bound,
             "n": sum(r["_ratio"] is not None and r["_ratio"].judged for r in rows),
             "n_groups": n_groups, **counts([r["verdict"] for r in rows]), **estimate(ratio),
             "verdict": verdict}
