@@ -36,9 +36,9 @@ include: "workflow/rules/environments.smk"
 include: "workflow/rules/measure.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
-include: "workflow/rules/paper.smk"
 include: "workflow/rules/graphs.smk"
 include: "workflow/rules/scaling.smk"
+include: "workflow/rules/paper.smk"
 # Last: it freezes what parsing made (the garbage collector of this process, not of any job).
 include: "workflow/rules/planning.smk"
 
