@@ -290,7 +290,14 @@ TABLE_FILES = [tree(f"tables/{t}.{ext}") for t in spec.TABLE_NAMES for ext in ("
 MEMORY_FILE = tree("tables/memory.csv")  # make_tables.MEMORY_FILE
 FIGURE_FILES = {
     f"{name}_{ext}": tree(f"figures/{name}.{ext}")
-    for name in ("first_iterations", "jacobians", "frameworks")
+    for name in (
+        "first_iterations",
+        "jacobians",
+        "frameworks",
+        "mlp_backward",
+        "hypothesis0",
+        "memory_per_cell",
+    )
     for ext in ("pdf", "png")
 }
 

@@ -2,17 +2,6 @@
 # a figure per kind of the study's tables (its MLP backward tables beside its published
 # numbers, the Jacobians, Hypothesis 0, every framework and mode) and the memory per cell.
 
-# TODO(issue 28): these belong in common.smk's FIGURE_FILES, whose names tuple should read
-# ("first_iterations", "jacobians", "frameworks", "mlp_backward", "hypothesis0",
-# "memory_per_cell"); added here until then (rule all and reported_figures read the dict).
-FIGURE_FILES.update(
-    {
-        f"{name}_{ext}": tree(f"figures/{name}.{ext}")
-        for name in ("mlp_backward", "hypothesis0", "memory_per_cell")
-        for ext in ("pdf", "png")
-    }
-)
-
 
 rule figures:
     input:

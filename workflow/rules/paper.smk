@@ -26,6 +26,14 @@ rule paper:
         claims=tree("verdicts/claims.csv"),
         groups=tree("verdicts/groups.csv"),
         comparisons=tree("verdicts/comparisons.csv"),
+        # the sections of report/sections/: how a gradient's cost grows, the graphs
+        sections=[p for p in (ROOT / "report" / "sections").glob("*.tex.j2")],
+        scaling_table=SCALING_TABLE,
+        peak=rules.matmul_peak.output[0],
+        scaling_figures=[p for k, p in SCALING_FIGURES.items() if k.endswith("_pdf")],
+        graph_nodes=GRAPH_NODES,
+        graph_version=GRAPH_VERSION,
+        graph_figures=[GRAPH_FILES[f"{f}_pdf"] for f in graph_figures.GRAPH_FRAMEWORKS],
         # benchmarks/validate_harness.py's findings, when someone ran it for this tree.
         validation=lambda w: [p for p in [tree("validation/harness.json")] if os.path.exists(p)],
     output:
@@ -40,6 +48,12 @@ rule paper:
         validation=lambda w, input: (
             f"--validation {input.validation[0]}" if input.validation else ""
         ),
+        graphs=lambda w, input: os.path.dirname(input.graph_nodes),
+        scaling_figures=" ".join(
+            f"--scaling-figure {k.rsplit('_', 1)[0]}={p}"
+            for k, p in SCALING_FIGURES.items()
+            if k.endswith("_pdf")
+        ),
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
         "--published report/published --tables {params.tables} --figure {input.figure} "
@@ -49,4 +63,5 @@ rule paper:
         "--gradients {input.gradients} --environment {input.environment} "
         "--first-iterations {input.first} --bootstrap {input.bootstrap} "
         "--claims {input.claims} --groups {input.groups} --comparisons {input.comparisons} "
-        "{params.validation} --out {output} > {log} 2>&1"
+        "--scaling-table {input.scaling_table} --peak {input.peak} {params.scaling_figures} "
+        "--graphs {params.graphs} {params.validation} --out {output} > {log} 2>&1"

@@ -26,6 +26,7 @@ import pandas as pd
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import findings, hypotheses, paper_context, paper_tables, report_stats, stats  # noqa: E402
+from adbench import graphs, scaling  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
 from adbench.formatting import latex  # noqa: E402
 from adbench.spec import TABLES, TableInfo  # noqa: E402
@@ -133,7 +134,29 @@ def build_context(inputs: Inputs, args) -> dict:
         **results_context(inputs),
         **checks_context(inputs),
         **files_context(inputs, args),
+        **extensions_context(args),
     }
+
+
+def extensions_context(args) -> dict:
+    """The sections of report/sections/ whose inputs were given (None: not included)."""
+    return {
+        "graphs": graphs.graphs_context(args.graphs) if args.graphs else None,
+        "scaling": (scaling.scaling_context(args.scaling_table, args.peak,
+                                            scaling_figures(args))
+                    if args.scaling_table else None),
+    }
+
+
+def scaling_figures(args) -> dict[str, str]:
+    """--scaling-figure AXIS=PATH, by axis."""
+    return dict(item.split("=", 1) for item in args.scaling_figure)
+
+
+def extension_figures(args) -> list:
+    """The sections' figures, to copy beside paper.tex."""
+    return [*(graphs.figure_files(args.graphs) if args.graphs else []),
+            *scaling_figures(args).values()]
 
 
 def setup_context(inputs: Inputs) -> dict:
@@ -335,6 +358,12 @@ def parse_args(argv=None):
         help="benchmarks/validate_harness.py's JSON, when it was run (optional: the paper says "
         "it was not)",
     )
+    p.add_argument("--graphs", help="the graphs rule's folder: the computation graphs' "
+                   "section (optional)")
+    p.add_argument("--scaling-table", help="tables/scaling.csv: the scaling section (optional)")
+    p.add_argument("--peak", help="scaling/peak.json, the measured matmul rate (optional)")
+    p.add_argument("--scaling-figure", action="append", default=[], metavar="AXIS=PATH",
+                   help="a scaling figure by the axis it sweeps (repeatable)")
     p.add_argument("--out", required=True, help="the PDF to write; paper.tex goes beside it")
     p.add_argument("--tex-only", action="store_true", help="render paper.tex, skip latexmk")
     return p.parse_args(argv)
@@ -357,7 +386,8 @@ def main(argv=None) -> None:
     tex = folder / "paper.tex"
     tex.write_text(make_environment(template.parent).get_template(template.name).render(**context))
     log(f"wrote {tex}")
-    figures = (args.figure, *figure_files(args).values(), args.memory_figure)
+    figures = (args.figure, *figure_files(args).values(), args.memory_figure,
+               *extension_figures(args))
     for figure in filter(None, figures):
         shutil.copyfile(figure, folder / Path(figure).name)
     shutil.copyfile(args.bib, folder / Path(args.bib).name)
