@@ -144,3 +144,7 @@ def test_what_is_timed_describes_the_modes_the_run_measured():
     assert paper_context.pair_label("tensorflow", "graph") in modes["others"]
     rows = paper_context.tasks_context(cells)["modes"]
     assert [r["label"] for r in rows] == [m["label"] for m in modes["measured"]]
+    # ... and the tasks it measured: one column, backward's, not one per task of the spec
+    tasks = paper_context.tasks_context(cells)
+    assert tasks["labels"] == [fmt.latex(paper_context.TASKS["backward"].label)]
+    assert all(len(r["quantities"]) == 1 for r in rows) and tasks["colspec"] == "c"

@@ -259,23 +259,31 @@ def modes_context(cells: pd.DataFrame | None = None) -> dict:
     }
 
 
+def tasks_in_grid(cells: pd.DataFrame | None) -> list[str]:
+    """The tasks this run's grid has cells of, in the spec's order (every task without cells)."""
+    if cells is None or cells.empty:
+        return list(TASKS)
+    return [t for t in TASKS if t in set(cells["task"])]
+
+
 def tasks_context(cells: pd.DataFrame | None = None) -> dict:
-    """The tasks, what each computes, and which quantities every mode records for each (a
-    row per mode: any number of frameworks fits)."""
+    """The tasks this run measured, what each computes, and which quantities every mode
+    records for each (a row per mode: any number of frameworks fits)."""
+    tasks = tasks_in_grid(cells)
     rows = [
         {
-            "label": latex(info.label),
-            "description": latex(info.description),
-            "derivative": latex(info.derivative),
+            "label": latex(TASKS[t].label),
+            "description": latex(TASKS[t].description),
+            "derivative": latex(TASKS[t].derivative),
         }
-        for info in TASKS.values()
+        for t in tasks
     ]
     modes = [
         {
             "label": pair_label(f, m),
             "quantities": [
                 latex(", ".join(QUANTITY_SHORT.get(q, q) for q in timed_quantities(f, m, task)))
-                for task in TASKS
+                for task in tasks
             ],
         }
         for f, fw in FRAMEWORKS.items()
@@ -285,8 +293,8 @@ def tasks_context(cells: pd.DataFrame | None = None) -> dict:
     return {
         "rows": rows,
         "modes": modes,
-        "labels": [latex(t.label) for t in TASKS.values()],
-        "colspec": "c" * len(TASKS),
+        "labels": [latex(TASKS[t].label) for t in tasks],
+        "colspec": "c" * len(tasks),
     }
 
 
