@@ -1,0 +1,70 @@
+"""The paper's section on the backward pass's variants (spec.TASKS' variant_of): a model's
+frozen part excluded from the derivative, the graph retained past the step; each judged by
+its claim (claims.frozen_subgraphs, claims.graph_freed) with the comparisons behind it.
+Context of report/sections/variants.tex.j2, text escaped for LaTeX."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from adbench import formatting as fmt
+from adbench import report_stats
+from adbench.claims import CLAIMS
+from adbench.formatting import latex
+from adbench.spec import MODELS, TASKS
+from adbench.tables import column_label
+from adbench.verdicts import NOT_MEASURED
+
+
+def variant_tasks() -> dict[str, str]:
+    """Each variant task and the task it varies."""
+    return {task: info.variant_of for task, info in TASKS.items() if info.variant_of}
+
+
+def claims_of_variants() -> list:
+    """The claims whose comparisons put a variant task beside the task it varies."""
+    variants = variant_tasks()
+    return [c for c in CLAIMS
+            if any({s.task for s in (x.numerator, x.denominator)} & set(variants)
+                   for x in c.comparisons)]
+
+
+def frozen_parts(measured_models) -> list[dict]:
+    """The frozen part of each measured model that has one (spec.ModelSpec.frozen)."""
+    return [{"model": latex(MODELS[m].label), "part": latex(", ".join(MODELS[m].frozen))}
+            for m in MODELS if m in measured_models and MODELS[m].frozen]
+
+
+def comparison_rows(comparisons: pd.DataFrame, key: str) -> list[dict]:
+    mine = comparisons[(comparisons["claim"] == key)
+                       & (comparisons["verdict"] != NOT_MEASURED)]
+    return [{"model": latex(MODELS[r["numerator_model"]].label),
+             "mode": latex(column_label(r["numerator_framework"], r["numerator_mode"])),
+             "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
+             "processes": int(r["n_processes"]), "verdict": latex(r["verdict"])}
+            for _, r in mine.iterrows()]
+
+
+def variants_context(cells: pd.DataFrame | None, claims: pd.DataFrame,
+                     comparisons: pd.DataFrame, published: dict) -> dict | None:
+    """None where the run measured no variant task (the section is left out)."""
+    if cells is None or cells.empty:
+        return None
+    ran = cells[cells["task"].isin(list(variant_tasks()))]
+    if ran.empty:
+        return None
+    judged = []
+    for claim in claims_of_variants():
+        found = claims[claims["claim"] == claim.key]
+        if found.empty:
+            continue
+        judged.append({**report_stats.claim_context(claim, found.iloc[0], published),
+                       "rows": comparison_rows(comparisons, claim.key)})
+    return {
+        "tasks": [{"label": latex(TASKS[t].label), "description": latex(TASKS[t].description),
+                   "varies": latex(TASKS[varied].label)}
+                  for t, varied in variant_tasks().items() if t in set(ran["task"])],
+        "frozen_parts": frozen_parts(set(ran.loc[ran["task"].map(
+            lambda t: TASKS[t].frozen), "model"])),
+        "claims": judged,
+    }
