@@ -165,3 +165,12 @@ def test_the_section_renders_from_the_table(tmp_path):
     assert "scaling_threads.pdf" in text and "100~GFLOP/s on 1 thread" in text
     assert text.count("PyTorch (eager)") >= 2  # a row per thread count
     assert "2 conditions within the bound" in text
+
+
+def test_a_run_without_an_ok_cell_has_no_scaling_section(tmp_path):
+    cells, boot = fabricated([(condition("torch", "eager"), {"forward_s": 1e-3,
+                                                             "step_s": 2e-3})])
+    cells["status"] = "failed"
+    path = tmp_path / "scaling.csv"
+    scaling.scaling_table(cells, boot, PEAK, 0.95).to_csv(path, index=False)
+    assert scaling.scaling_context(path, None, {}) is None

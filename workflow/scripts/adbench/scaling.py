@@ -233,7 +233,7 @@ VERDICT_SHORT = {WITHIN: "within", ABOVE: "above", INCONCLUSIVE: "inconclusive",
                  ONE_PROCESS: "1 process", NOT_MEASURED: "n/a"}
 
 
-def scaling_context(table_path, peak_path, figures: dict[str, str]) -> dict:
+def scaling_context(table_path, peak_path, figures: dict[str, str]) -> dict | None:
     """The context of report/sections/scaling.tex.j2, its key `scaling`: tables/scaling.csv
     (scaling.py), scaling/peak.json (measure_peak.py) and the figures drawn, {axis: path};
     every text escaped for LaTeX.  Rows: the gradient tasks' conditions (the bound is a
@@ -243,6 +243,8 @@ def scaling_context(table_path, peak_path, figures: dict[str, str]) -> dict:
     from adbench import formatting as fmt
 
     table = pd.read_csv(table_path)
+    if table.empty or "task" not in table:  # no ok cell: nothing to say
+        return None
     gradients = table[[spec.TASKS[t].derivative == "gradients" for t in table["task"]]]
     measured = gradients[gradients["cheap_gradient"] != NOT_MEASURED]
     return {
