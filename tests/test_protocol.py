@@ -148,3 +148,4 @@ def test_what_is_timed_describes_the_modes_the_run_measured():
     tasks = paper_context.tasks_context(cells)
     assert tasks["labels"] == [fmt.latex(paper_context.TASKS["backward"].label)]
     assert all(len(r["quantities"]) == 1 for r in rows) and tasks["colspec"] == "c"
+    assert paper_context.task_columns(6).count("p{0.097") == 6  # six tasks share the width

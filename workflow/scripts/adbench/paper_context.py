@@ -294,8 +294,17 @@ def tasks_context(cells: pd.DataFrame | None = None) -> dict:
         "rows": rows,
         "modes": modes,
         "labels": [latex(TASKS[t].label) for t in tasks],
-        "colspec": "c" * len(tasks),
+        "colspec": task_columns(len(tasks)),
     }
+
+
+def task_columns(n: int) -> str:
+    """n columns that share the page beside the modes' column, their words wrapped: six
+    tasks of three quantities each do not fit a portrait page on one line."""
+    if n <= 3:
+        return "c" * n
+    width = 0.58 / n  # of the line: the modes' column and the gaps take the rest
+    return rf">{{\raggedright\arraybackslash}}p{{{width:.3f}\linewidth}}" * n
 
 
 # ----------------------------------------------------------------------------- choices
