@@ -286,14 +286,13 @@ def _aux_batch(batch: dict, x) -> dict:
     return {**batch, "x": x}
 
 
-def backward_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
-    def loss_of(p, batch):
-        return loss_fn(model_fn(p, batch), batch)
-
+def vjp_task(loss_of, differentiated, batches, note: str) -> Prepared:
+    """The backward step as autograd.grad runs it: make_vjp(loss_of)(differentiated, batch)
+    traces the forward (timed as forward), then the returned vjp of ones (as backward)."""
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
 
     def forward(i):  # runs the model under autograd's tracer: builds the tape
-        return make_vjp(loss_of)(params, batch(i))
+        return make_vjp(loss_of)(differentiated, batch(i))
 
     def backward(state):  # what autograd.grad does after its forward: vjp of ones
         vjp, loss = state
@@ -306,10 +305,17 @@ def backward_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
         state = forward(i)
         return float(state[1]), list(backward(state))
 
-    return Prepared(run, derivatives, {
-        "backward": "make_vjp(loss)(params, batch) traces the forward (timed as forward), then "
+    return Prepared(run, derivatives, {"backward": note})
+
+
+def backward_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
+    def loss_of(p, batch):
+        return loss_fn(model_fn(p, batch), batch)
+
+    return vjp_task(loss_of, params, batches,
+                    "make_vjp(loss)(params, batch) traces the forward (timed as forward), then "
                     "the returned vjp of ones (timed as backward): autograd.grad is exactly "
-                    "these two calls"})
+                    "these two calls")
 
 
 def backward_frozen_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
@@ -323,27 +329,10 @@ def backward_frozen_task(model_fn, loss_fn, params, batches, workload) -> Prepar
             every[i] = trainable[k]
         return loss_fn(model_fn(every, batch), batch)
 
-    batch = lambda i: batches[i % len(batches)]  # noqa: E731
-    differentiated = [params[i] for i in trained]
-
-    def forward(i):
-        return make_vjp(loss_of)(differentiated, batch(i))
-
-    def backward(state):
-        vjp, loss = state
-        return vjp(vspace(loss).ones())
-
-    def run(i, clock):
-        return split_timer(lambda: forward(i), backward, no_sync, clock)
-
-    def derivatives(i):
-        state = forward(i)
-        return float(state[1]), list(backward(state))
-
-    return Prepared(run, derivatives, {
-        "backward": "make_vjp of the loss as a function of the trainable parameters (the "
+    return vjp_task(loss_of, [params[i] for i in trained], batches,
+                    "make_vjp of the loss as a function of the trainable parameters (the "
                     "frozen ones closed over: constants to autograd's tracer), then its vjp "
-                    "of ones"})
+                    "of ones")
 
 
 def jacobian_rows_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
