@@ -431,17 +431,8 @@ def plot_frameworks(
     if not models:
         return notice("No cell of the frameworks table was measured in this run.")
     pairs = pairs_present(mine)
-    columns = min(2, len(models))
-    n_rows = -(-len(models) // columns)
-    fig, axes = plt.subplots(
-        n_rows,
-        columns,
-        sharey=True,
-        squeeze=False,
-        figsize=(3.6 * columns, (0.22 * len(pairs) + 0.9) * n_rows + 0.5),
-    )
-    for ax in axes.flat[len(models) :]:
-        ax.set_visible(False)
+    fig, axes = panel_grid(len(models), len(pairs), row_inches=0.9, extra_inches=0.5,
+                           sharey=True)
     for ax, model in zip(axes.flat, models):
         frameworks_panel(ax, model, steps, mine, pairs, found, confidence)
     figure_legend(fig, axes.flat)
@@ -454,6 +445,21 @@ def plot_frameworks(
     tidy_log_ticks(fig)
     fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
     return fig
+
+
+def panel_grid(n_panels: int, n_series: int, row_inches: float, extra_inches: float,
+               **share):
+    """A panel per model, two columns, each panel a row per series drawn (0.22 in each) plus
+    `row_inches`; the unused panels hidden."""
+    columns = min(2, n_panels)
+    n_rows = -(-n_panels // columns)
+    fig, axes = plt.subplots(
+        n_rows, columns, squeeze=False, **share,
+        figsize=(3.6 * columns, (0.22 * n_series + row_inches) * n_rows + extra_inches),
+    )
+    for ax in axes.flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, axes
 
 
 def frameworks_panel(ax, model: str, steps, mine, pairs, found, confidence) -> None:
@@ -738,17 +744,9 @@ def plot_memory(cells: pd.DataFrame):
     grid = cells[(cells["device"] == device) & (cells["threads"] == threads)]
     models = [m for m in MODELS if m in set(memory["model"])]
     pairs = pairs_present(grid[grid["model"].isin(models)])
-    columns = min(2, len(models))  # two: the MiB axis needs its width
-    n_rows = -(-len(models) // columns)
-    fig, axes = plt.subplots(
-        n_rows,
-        columns,
-        sharex=True,
-        squeeze=False,
-        figsize=(3.6 * columns, (0.22 * len(pairs) + 1.0) * n_rows + 0.8),
-    )
-    for ax in axes.flat[len(models) :]:
-        ax.set_visible(False)
+    # two columns: the MiB axis needs its width
+    fig, axes = panel_grid(len(models), len(pairs), row_inches=1.0, extra_inches=0.8,
+                           sharex=True)
     for ax, model in zip(axes.flat, models):
         memory_panel(ax, model, memory[memory["model"] == model], grid, pairs)
     figure_legend(fig, axes.flat, columns=2)  # its labels are long
