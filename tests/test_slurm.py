@@ -217,9 +217,10 @@ def test_every_job_carries_the_sites_settings_by_device(run):
         jobs[call["job_id"]] = (comment, args, scontrol(call["job_id"]))
     rules = sorted(comment.split("_wildcards_")[0] for comment, _, _ in jobs.values())
     # 6 cells in 2 packed jobs (profiles/slurm: a job for each (framework, device), here one
-    # CPU and one CUDA), 2 references (mlp512's gradients, seeds 0 and 1): nothing else
+    # CPU and one CUDA), 2 references (mlp512's gradients, seeds 0 and 1), the matmul peak
+    # where the CPU cells run: nothing else
     assert rules == ["rule_cells_cpu_torch_measure", "rule_cells_cuda_torch_measure",
-                     "rule_reference", "rule_reference"], (rules, log[-3000:])
+                     "rule_matmul_peak", "rule_reference", "rule_reference"], (rules, log[-3000:])
     cells_in = {}
     for info in provenance(workdir):
         cells_in.setdefault(info["allocation"]["job_id"], []).append(spec.Cell(**info["cell"]))
@@ -249,7 +250,7 @@ def test_every_job_carries_the_sites_settings_by_device(run):
             total = sum(each)
             assert max(each) < 61 and job["TimeLimit"] == (
                 f"{total // 60:02d}:{total % 60:02d}:00"), (each, job)
-        else:  # a reference job: one float64 iteration's estimate, at the walltimes' floor
+        else:  # a reference job (one float64 iteration's estimate) or the peak: the floor
             assert job["TimeLimit"] == f"00:{walltimes.floor_min:02d}:00", job
     # the CUDA cell was given the (fake) GPU
     infos = {info["cell"]["device"]: info for info in provenance(workdir)}

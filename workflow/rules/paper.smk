@@ -29,7 +29,7 @@ rule paper:
         # the sections of report/sections/: how a gradient's cost grows, the graphs
         sections=[p for p in (ROOT / "report" / "sections").glob("*.tex.j2")],
         scaling_table=SCALING_TABLE,
-        peak=rules.matmul_peak.output[0],
+        peak=PEAK_FILES,
         scaling_figures=[p for k, p in SCALING_FIGURES.items() if k.endswith("_pdf")],
         graph_nodes=GRAPH_NODES,
         graph_version=GRAPH_VERSION,
@@ -49,6 +49,7 @@ rule paper:
             f"--validation {input.validation[0]}" if input.validation else ""
         ),
         graphs=lambda w, input: os.path.dirname(input.graph_nodes),
+        peak=lambda w, input: " ".join(f"--peak {p}" for p in input.peak),
         scaling_figures=" ".join(
             f"--scaling-figure {k.rsplit('_', 1)[0]}={p}"
             for k, p in SCALING_FIGURES.items()
@@ -63,5 +64,5 @@ rule paper:
         "--gradients {input.gradients} --environment {input.environment} "
         "--first-iterations {input.first} --bootstrap {input.bootstrap} "
         "--claims {input.claims} --groups {input.groups} --comparisons {input.comparisons} "
-        "--scaling-table {input.scaling_table} --peak {input.peak} {params.scaling_figures} "
+        "--scaling-table {input.scaling_table} {params.peak} {params.scaling_figures} "
         "--graphs {params.graphs} {params.validation} --out {output} > {log} 2>&1"

@@ -4,7 +4,9 @@
 from adbench import scaling as scaling_plan  # noqa: E402  (numpy and the spec only)
 
 SCALING_TABLE = tree("tables/scaling.csv")
-PEAK_THREADS = scaling_plan.thread_counts(CELLS) or [1]
+# The CPU cells' thread counts; none (a CUDA-only run): no peak is measured.
+PEAK_THREADS = scaling_plan.thread_counts(CELLS)
+PEAK_FILES = [tree("scaling/peak.json")] if PEAK_THREADS else []
 SCALING_FIGURES = {
     f"{axis}_{ext}": tree(f"figures/scaling_{axis}.{ext}")
     for axis in scaling_plan.sweep_axes(CELLS)
@@ -29,9 +31,11 @@ rule matmul_peak:
         tree("logs/scaling/peak.log"),
     conda:
         env_file(spec.ANALYSIS_ENV)
-    threads: max(PEAK_THREADS)
+    threads: max(PEAK_THREADS, default=1)
     resources:
-        **slurm_resources("cpu", max(PEAK_THREADS)),
+        **slurm_resources("cpu", max(PEAK_THREADS, default=1)),
+        # seconds of products: the walltimes' floor on a cluster
+        runtime=RUN.walltimes.floor_min,
         timing_lock=1,
     params:
         python=env_python(spec.ANALYSIS_ENV),
@@ -45,7 +49,7 @@ rule scaling:
         env_inputs(spec.ANALYSIS_ENV),
         cells=tree("aggregate/cells.parquet"),
         bootstrap=tree("aggregate/bootstrap.parquet"),
-        peak=rules.matmul_peak.output[0],
+        peak=PEAK_FILES,
         code=code("scaling.py"),
     output:
         **{
@@ -64,10 +68,11 @@ rule scaling:
     params:
         python=env_python(spec.ANALYSIS_ENV),
         confidence=config["statistics"]["confidence"],
+        peak=lambda w, input: " ".join(f"--peak {p}" for p in input.peak),
         figures=" ".join(
             f"--figure {key.rsplit('_', 1)[0]}={path}" for key, path in SCALING_FIGURES.items()
         ),
     shell:
         "{params.python} {input.code[0]} --cells {input.cells} --bootstrap {input.bootstrap} "
-        "--peak {input.peak} --confidence {params.confidence} --table {output.table} "
+        "{params.peak} --confidence {params.confidence} --table {output.table} "
         "{params.figures} > {log} 2>&1"

@@ -139,8 +139,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if bool(args.tables) == bool(args.cells):
         p.error("give either --cells, --bootstrap, --peak and --table, or --tables")
-    if args.cells and not (args.bootstrap and args.peak and args.table):
-        p.error("--cells needs --bootstrap, --peak and --table")
+    if args.cells and not (args.bootstrap and args.table):
+        p.error("--cells needs --bootstrap and --table (--peak where CPU cells ran)")
     for figure in args.figure:
         if figure.partition("=")[0] not in scaling.AXES or "=" not in figure:
             p.error(f"--figure {figure}: AXIS=PATH with AXIS one of {', '.join(scaling.AXES)}")
@@ -162,7 +162,8 @@ def main(argv=None) -> int:
     else:
         table = scaling.scaling_table(pd.read_parquet(args.cells),
                                       pd.read_parquet(args.bootstrap),
-                                      scaling.read_peak(args.peak), args.confidence)
+                                      scaling.read_peak(args.peak) if args.peak else {},
+                                      args.confidence)
         os.makedirs(os.path.dirname(args.table) or ".", exist_ok=True)
         table.to_csv(args.table + ".tmp", index=False)
         os.replace(args.table + ".tmp", args.table)
