@@ -323,16 +323,7 @@ def jacobian_panel(
                     & (wanted["mode"] == mode)
                 ]
                 if len(ran):  # in the grid but not completed: say so instead of a gap
-                    ax.text(
-                        x,
-                        0.02,
-                        "n/a",
-                        rotation=90,
-                        ha="center",
-                        va="bottom",
-                        fontsize=6,
-                        transform=ax.get_xaxis_transform(),
-                    )
+                    na_text(ax, x)
                 continue
             draw_point(
                 ax,
