@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from adbench import reference, schema, spec
+from adbench import reference, schema, spec, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import pipeline_cost  # noqa: E402  (its fresh copy of the checkout, shared)
@@ -178,6 +178,15 @@ def test_the_paper_reads_in_sequence_and_names_the_studys_documents(run):
     # the study's documents by name (spec.DOCUMENTS), never by their file numbers
     assert not re.findall(r"(?<![\w.])00[0-4](?![\w.])", text)
     assert "Limitations of this run" in text
+    # every mode the paper lists as run has cells, and only those are listed
+    words = " ".join(text.split())  # pdftotext breaks lines and curls apostrophes
+    listed = re.split(r"The spec.s other modes", words.split("The modes this run measured:")[1])[0]
+    cells = pd.read_parquet(run / OUT / "aggregate/cells.parquet")
+    ran = set(zip(cells["framework"], cells["mode"]))
+    for framework, info in spec.FRAMEWORKS.items():
+        for mode in info.modes:
+            label = tables.column_label(framework, mode)
+            assert (label in listed) == ((framework, mode) in ran), (label, listed[:800])
 
 
 def test_raw_files_follow_the_contract(run):
