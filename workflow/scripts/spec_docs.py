@@ -122,6 +122,7 @@ def models_section() -> str:
             m.batch_size,
             f"{m.n_samples:,}",
             "numpy" if m.reference == "numpy" else f"{m.reference} (float64)",
+            ", ".join(code(p) for p in m.frozen) or "none (unsupported)",
         ]
         for name, m in spec.MODELS.items()
     ]
@@ -136,6 +137,7 @@ def models_section() -> str:
         "batch",
         "samples",
         "float64 reference",
+        "frozen part (backward_frozen)",
     ]
     study = [
         f"{code(name)} {m.study_parameters:,}"
