@@ -90,6 +90,13 @@ def draw_point(ax, at: float, value: float, low: float, high: float, colour, lab
     ax.errorbar(x, y, fmt="o", ms=4, capsize=2, color=colour, label=label, **kwargs)
 
 
+def finish(fig) -> None:
+    """Every figure's last touch: plain log-axis labels, and the panels laid out above the
+    figure's legend."""
+    tidy_log_ticks(fig)
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+
+
 def tidy_log_ticks(fig) -> None:
     """Log axes labelled at 1, 2, 3 and 5 times each power of ten as plain numbers (1, 2 and 5
     over a decade or more, the powers alone over three or more), minor ticks unlabelled:
@@ -237,8 +244,7 @@ def plot(iterations: pd.DataFrame, first: int):
     fig.suptitle(
         f"First {first} iterations, seed {seed}, {fmt.block(device, threads)}", fontsize=9
     )
-    tidy_log_ticks(fig)
-    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    finish(fig)
     return fig
 
 
@@ -295,8 +301,7 @@ def plot_jacobians(
         f"{processes_text(wanted)}; n/a: not measured",
         fontsize=9,
     )
-    tidy_log_ticks(fig)
-    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    finish(fig)
     return fig
 
 
@@ -433,8 +438,7 @@ def plot_frameworks(
         f"{fmt.block(device, threads)}{processes_text(mine)}; n/a: not measured",
         fontsize=9,
     )
-    tidy_log_ticks(fig)
-    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    finish(fig)
     return fig
 
 
@@ -531,8 +535,7 @@ def plot_study_backward(
         "n/a: not measured",
         fontsize=8,
     )
-    tidy_log_ticks(fig)
-    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    finish(fig)
     return fig
 
 
@@ -689,8 +692,7 @@ def plot_hypothesis0(
         ),
         fontsize=8,
     )
-    tidy_log_ticks(fig)
-    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    finish(fig)
     return fig
 
 
@@ -746,8 +748,7 @@ def plot_memory(cells: pd.DataFrame):
         f"{processes_text(grid)}; n/a: not measured",
         fontsize=9,
     )
-    tidy_log_ticks(fig)
-    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    finish(fig)
     return fig
 
 
