@@ -161,11 +161,11 @@ def test_bootstrap_replicates_per_process_quantity_and_statistic():
                            "rss_after_step_bytes": 1e6 * (seed + 1)} for seed in (0, 1)])
     table = stats.bootstrap_replicates(iterations, 100, seed=0, cells=cells)
     assert sorted(set(table["quantity"])) == sorted(
-        ["backward_s", "step_s", stats.FIRST_OVER_STEADY, "rss_after_step_bytes"])
+        ["backward_s", "step_s", stats.FIRST_OVER_STEADY, stats.HELD_AFTER_STEP])
     assert len(table) == 2 * 4 * len(inference.STATISTICS)  # seeds x quantities x statistics
     # A memory reading is one per process: its replicates are that reading, and a
     # condition's spread comes from resampling its processes.
-    held = table[(table["quantity"] == "rss_after_step_bytes") & (table["statistic"] == "mean")]
+    held = table[(table["quantity"] == stats.HELD_AFTER_STEP) & (table["statistic"] == "mean")]
     assert list(held["point"]) == [1e6, 2e6]
     assert set(held.iloc[1]["replicates"]) == {2e6}
     step = table[(table["quantity"] == "step_s") & (table["statistic"] == "median")]

@@ -307,10 +307,21 @@ def test_the_graph_freed_claim_compares_held_memory_in_bytes_without_microsecond
     assert groups.loc[groups["claim"] == "graph_freed", "difference_us"].isna().all()
 
 
-def test_the_memory_claim_reads_a_field_the_cells_record():
+def test_the_memory_claim_reads_fields_the_cells_record_per_device():
     from adbench import schema
 
-    assert claims.HELD_AFTER_STEP in schema.MEMORY_FIELDS
+    assert set(stats.HELD_AFTER_STEP_FIELD.values()) <= set(schema.MEMORY_FIELDS)
+    assert set(stats.HELD_AFTER_STEP_FIELD) == set(spec.DEVICES)
+
+
+def test_memory_held_after_a_step_is_resident_on_the_cpu_and_allocated_on_a_gpu():
+    """A GPU step keeps its graph on the device: its host memory is not what graph_freed
+    compares there."""
+    cells = pd.DataFrame({"device": ["cpu", "cuda", "cuda"],
+                          "rss_after_step_bytes": [5e8, 6e8, 7e8],
+                          "device_after_step_bytes": [None, 2e6, None]})
+    held = stats.held_after_step(cells)
+    assert held[0] == 5e8 and held[1] == 2e6 and np.isnan(held[2])
 
 
 @pytest.mark.parametrize("step_over_forward, verdict", [

@@ -99,7 +99,7 @@ def check_threads(reported: dict, wanted: int) -> None:
 
 def cuda_probe(backend, name: str, device: str):
     """A backend's GPU provenance function (gpu_info, reset_peak_memory, peak_memory,
-    peak_reserved_memory) on a cuda cell; None on cpu, and for a backend without one (it
+    peak_reserved_memory, device_memory_in_use) on a cuda cell; None on cpu, and for a backend without one (it
     has no CUDA path, or does not report that quantity)."""
     probe = getattr(backend, name, None)
     return probe(device) if device == "cuda" and probe else None
@@ -190,6 +190,7 @@ def starting_info(args: argparse.Namespace) -> dict:
         "retime": None,  # why the next run re-times this cell (run_cell.py), or None
         "peak_device_memory_bytes": None,
         "peak_device_reserved_bytes": None,
+        "device_after_step_bytes": None,
         # The memory of the measured phase (schema.MEMORY_FIELDS), once it has run.
         **timing.ProcessMemory().record,
         "started_at": provenance.now_iso(),
@@ -258,6 +259,8 @@ def measure(args: argparse.Namespace) -> int:
                                       at_measured=at_measured)
         phases["timed_loop_s"] = time.perf_counter() - t
         info.update(memory.stop())  # the last step has returned: what it still holds
+        info["device_after_step_bytes"] = cuda_probe(backend, "device_memory_in_use",
+                                                     args.device)
         info["peak_device_memory_bytes"] = cuda_probe(backend, "peak_memory", args.device)
         info["peak_device_reserved_bytes"] = cuda_probe(backend, "peak_reserved_memory",
                                                         args.device)

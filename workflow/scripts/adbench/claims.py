@@ -21,7 +21,7 @@ from adbench import spec
 from adbench.formatting import percent
 from adbench.scaling import CHEAP_GRADIENT_BOUND
 from adbench.selection import pairs
-from adbench.stats import FIRST_OVER_STEADY
+from adbench.stats import FIRST_OVER_STEADY, HELD_AFTER_STEP
 
 # The practical margin of every claim, fixed before looking at the data: a difference under
 # 10% is not one a user would choose a framework for (and the study's own gaps are larger).
@@ -242,15 +242,12 @@ def frozen_subgraphs() -> Claim:
     )
 
 
-# The memory a step leaves held (schema.MEMORY_FIELDS): resident memory once it returned.
-HELD_AFTER_STEP = "rss_after_step_bytes"
-
-
 def graph_freed() -> Claim:
     """003 and 004: the graph is freed after each step, leaving more memory available."""
     return Claim(
         "graph_freed",
-        "the resident memory held once a step returned with its graph retained "
+        "the memory held once a step returned (resident memory on the CPU, the framework's "
+        "allocated device memory on a GPU) with its graph retained "
         "(retain_graph=True / a persistent tape, kept until the next step) over the same "
         "with the graph freed (the backward task), every model and (framework, mode): above "
         "1 when freeing the graph leaves memory available",

@@ -616,6 +616,7 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
             "from_start": int(r.n_peak_from_start) > 0,
             "device_allocated": mebibytes(r.device_peak_allocated_bytes),
             "device_reserved": mebibytes(r.device_peak_reserved_bytes),
+            "device_held": mebibytes(r.device_held_after_step_bytes),
         }
         for r in memory.itertuples()
     ]

@@ -54,6 +54,8 @@ MEMORY_FIELDS = {
                                 "(gpu.peak_memory_scope says how and since when)",
     "peak_device_reserved_bytes": "a cuda cell's peak memory reserved by the framework's "
                                   "allocator, where its backend reports it",
+    "device_after_step_bytes": "a cuda cell's device memory still allocated by the framework "
+                               "once the last step returned (the GPU's rss_after_step_bytes)",
 }
 
 

@@ -179,7 +179,7 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
     """Per process (cell), quantity and statistic (inference.STATISTICS): the statistic of its
     measured iterations and `replicates` draws of it from its iterations resampled.  With
     `cells` (the cells table, time_to_first_step_s added) also FIRST_OVER_STEADY and the
-    memory readings (PER_PROCESS_MEMORY) per process."""
+    memory held after a step (HELD_AFTER_STEP) per process."""
     measured = iterations[iterations["phase"] == "measured"]
     keys = list(CELL_FIELDS)
     first = ({} if cells is None else
@@ -209,17 +209,31 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
     return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
 
 
-# The memory a process reads once (schema.MEMORY_FIELDS) that a claim compares: the memory
-# still held once a step returned (claims.graph_freed).
-PER_PROCESS_MEMORY = ("rss_after_step_bytes",)
+# The memory a process reads once that a claim compares (claims.graph_freed): the memory
+# still held once a step returned, where the step keeps its graph: the process's resident
+# memory on the CPU, the framework's allocated device memory on a GPU (schema.MEMORY_FIELDS;
+# a GPU step's host memory says nothing of the graph it keeps on the device).
+HELD_AFTER_STEP = "held_after_step_bytes"
+HELD_AFTER_STEP_FIELD = {"cpu": "rss_after_step_bytes", "cuda": "device_after_step_bytes"}
+
+
+def held_after_step(cells: pd.DataFrame) -> pd.Series:
+    """Each cell's HELD_AFTER_STEP, from its device's field (NaN where not recorded)."""
+    held = pd.Series(np.nan, index=cells.index)
+    for device, field in HELD_AFTER_STEP_FIELD.items():
+        if field in cells:
+            mine = cells["device"] == device
+            held[mine] = pd.to_numeric(cells.loc[mine, field], errors="coerce")
+    return held
 
 
 def memory_rows(cells: pd.DataFrame, replicates: int) -> list[dict]:
     """One reading per process, so its replicates are that reading repeated: the spread of a
     condition's memory comes from resampling its processes (inference.over_processes)."""
     rows = []
-    for quantity in (q for q in PER_PROCESS_MEMORY if q in cells):
-        ok = cells[(cells["status"] == "ok") & cells[quantity].notna()]
+    held = cells.assign(**{HELD_AFTER_STEP: held_after_step(cells)})
+    for quantity in (HELD_AFTER_STEP,):
+        ok = held[(held["status"] == "ok") & held[quantity].notna()]
         for record in ok.to_dict("records"):
             value = float(record[quantity])
             for statistic in inference.STATISTICS:

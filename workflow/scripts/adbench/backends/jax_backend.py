@@ -174,6 +174,14 @@ def peak_memory(device: str) -> int | None:
     return int(peak) if peak is not None else None
 
 
+def device_memory_in_use(device: str) -> int | None:
+    """The device buffers still allocated now (live arrays, a kept VJP's residuals included)."""
+    if device != "cuda" or not _gpus():
+        return None
+    in_use = (_gpus()[0].memory_stats() or {}).get("bytes_in_use")
+    return int(in_use) if in_use is not None else None
+
+
 def _no_gpu_words() -> str:
     """JAX's own account: asking for the CUDA platform raises why it is absent ("Backend
     'cuda' failed to initialize: ..." keeps the plugin's error, a driver too old among them)."""

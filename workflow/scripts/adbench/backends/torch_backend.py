@@ -108,6 +108,20 @@ def peak_memory(device: str) -> int | None:
     return int(torch.cuda.max_memory_allocated())
 
 
+def peak_reserved_memory(device: str) -> int | None:
+    """The caching allocator's peak reserved memory (reset with the allocated peak)."""
+    if device != "cuda" or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.max_memory_reserved())
+
+
+def device_memory_in_use(device: str) -> int | None:
+    """The tensors' memory still allocated now (a retained graph's buffers included)."""
+    if device != "cuda" or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.memory_allocated())
+
+
 # ================================================================ models
 class MLP(nn.Module):
     def __init__(self, model: spec.ModelSpec):
