@@ -105,6 +105,22 @@ def cuda_probe(backend, name: str, device: str):
     return probe(device) if device == "cuda" and probe else None
 
 
+def check_sequence_model(workload: spec.Workload) -> None:
+    """A variable-length task (spec.TaskInfo.sequence) on a model that reads no sequence is
+    `unsupported` before anything is imported, in every framework alike."""
+    if workload.sequence is not None and workload.spec.sequence_features is None:
+        raise UnsupportedCell(f"{workload.model} reads no sequence whose length could vary "
+                              f"(spec.ModelSpec.sequence_features is None)")
+
+
+def with_sequence_lengths(rows: list[dict], workload: spec.Workload) -> list[dict]:
+    """Each iteration's batch length, from the spec (the same for every framework)."""
+    if workload.sequence is None:
+        return rows
+    return [{**row, "sequence_length": workload.sequence_length(row["iteration"])}
+            for row in rows]
+
+
 def check_device_path(framework: str, device: str) -> None:
     """What the spec declares impossible is `unsupported` before anything is imported: a
     device the framework has no path to (spec.FRAMEWORKS[...].devices; no CUDA build)."""
@@ -225,6 +241,7 @@ def measure(args: argparse.Namespace) -> int:
     backend, error = None, None
     try:
         check_device_path(args.framework, args.device)
+        check_sequence_model(workload)
         if args.granted_threads is not None and args.granted_threads < args.threads:
             raise RuntimeError(f"the job was given {args.granted_threads} core(s) for "
                                f"{args.threads} threads (raise --cores): its numbers would "
@@ -256,7 +273,8 @@ def measure(args: argparse.Namespace) -> int:
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
         rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log,
                                       deadline=loop_deadline(args.budget_s),
-                                      at_measured=at_measured)
+                                      at_measured=at_measured, traces=prepared.traces)
+        rows = with_sequence_lengths(rows, workload)
         phases["timed_loop_s"] = time.perf_counter() - t
         info.update(memory.stop())  # the last step has returned: what it still holds
         info["device_after_step_bytes"] = cuda_probe(backend, "device_memory_in_use",

@@ -217,9 +217,10 @@ def first_step_only_compiled() -> Claim:
 
 
 def variants(frozen: bool) -> list[tuple[str, str]]:
-    """(task, the task it varies) of the spec's variant tasks, frozen or not."""
+    """(task, the task it varies) of the spec's fixed-shape variant tasks, frozen or not (the
+    variable-length ones change the data, not the step: claims.varying_lengths)."""
     return [(task, info.variant_of) for task, info in spec.TASKS.items()
-            if info.variant_of and info.frozen == frozen]
+            if info.variant_of and info.sequence is None and info.frozen == frozen]
 
 
 def frozen_subgraphs() -> Claim:

@@ -23,7 +23,7 @@ from adbench import spec
 
 # The task whose data sizes each derivative kind's reference shares with its cells.
 REFERENCE_TASK = {"gradients": "backward", "trainable_gradients": "backward_frozen",
-                  "jacobian": "jacobian_rows"}
+                  "jacobian": "jacobian_rows", "sequence_gradients": "backward_varlen"}
 # An array whose reference is tiny next to the others (attention's key bias has a zero
 # gradient in exact arithmetic) is compared on this fraction of the largest array's norm.
 NORM_FLOOR = 1e-2
@@ -116,14 +116,32 @@ def _mlp(workload, params, batch, derivative):
 
 
 def _rnn_cell(workload, params, batch, derivative):
-    """next_h = tanh(prev_h W_h^T + x W_x^T), loss = sum(next_h) (the slides' example)."""
+    """next_h = tanh(prev_h W_h^T + x W_x^T), loss = sum(next_h) (the slides' example); on
+    a sequence (a variable-length task's batch, at its true length) the cell unrolled over
+    its steps, loss = sum of the last h, differentiated back through time."""
     w_h, w_x = params
     x, h0 = batch["x"], batch["h0"]
+    if derivative == "sequence_gradients":
+        return _rnn_sequence(w_h, w_x, x, h0)
     h = np.tanh(h0 @ w_h.T + x @ w_x.T)
     slope = 1.0 - h**2
     if derivative == "jacobian":
         return float("nan"), [(slope[0][:, None] * w_x)[: workload.jacobian_rows]]
     return float(h.sum()), [slope.T @ h0, slope.T @ x]
+
+
+def _rnn_sequence(w_h, w_x, x, h0):
+    states = [h0]
+    for t in range(x.shape[1]):
+        states.append(np.tanh(states[-1] @ w_h.T + x[:, t] @ w_x.T))
+    grad_h = np.ones_like(h0)  # d sum(h_T) / d h_T
+    g_h, g_x = np.zeros_like(w_h), np.zeros_like(w_x)
+    for t in reversed(range(x.shape[1])):
+        grad_z = grad_h * (1.0 - states[t + 1] ** 2)
+        g_h += grad_z.T @ states[t]
+        g_x += grad_z.T @ x[:, t]
+        grad_h = grad_z @ w_h
+    return float(states[-1].sum()), [g_h, g_x]
 
 
 # A ReLU network's derivative jumps where a pre-activation crosses 0. A unit whose float64

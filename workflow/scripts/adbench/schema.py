@@ -35,6 +35,11 @@ RAW_SCHEMA = pa.schema(
         pa.field("forward_s", pa.float64()),
         pa.field("backward_s", pa.float64()),
         pa.field("step_s", pa.float64()),
+        # Variable-length tasks (spec.TaskInfo.sequence): the batch's true length, and the
+        # step's traces/compilations so far once the iteration returned (null where the
+        # mode exposes no counter, and in fixed-shape tasks).
+        pa.field("sequence_length", pa.int32()),
+        pa.field("traces", pa.int32()),
     ]
 )
 

@@ -182,11 +182,45 @@ class TaskInfo:
     separable: bool
     # The task this one changes in one respect (the claims compare the two, paired by seed).
     variant_of: str | None = None
+    # How a variable-length task shapes its batches (a key of SEQUENCES), None: fixed shapes.
+    sequence: str | None = None
 
     @property
     def frozen(self) -> bool:
         """The model's frozen part is not trainable: no derivative is taken through it."""
         return self.derivative == "trainable_gradients"
+
+
+# Variable-length inputs (004: a dynamic graph runs each input at its own length, a static
+# one pads): each batch of a sequence model gets its own length, drawn from the seed
+# uniformly in SEQUENCE_LENGTHS (inclusive), the same for every framework, mode and
+# strategy.  A strategy says how long the batch the framework sees is; the loss reads each
+# example's state at its true last step (a mask past it), so every strategy has the same
+# derivative: the true-length one (derivative "sequence_gradients").
+SEQUENCE_LENGTHS = (4, 64)
+SEQUENCE_BUCKETS = (8, 16, 32, 64)  # bucketing pads to the smallest bucket that holds a batch
+SEQUENCES = {
+    "true": "each batch at its own length: define-by-run in eager modes; compiled modes as "
+            "they behave by default (a trace or compilation per new length, or their own "
+            "default policy)",
+    "dynamic": "each batch at its own length, compiled modes with their dynamic-shape option "
+               "(tf.function(reduce_retracing=True), torch.compile(dynamic=True)); "
+               "unsupported where a mode has none",
+    "padded": f"every batch padded with zeros to the maximum length, {SEQUENCE_LENGTHS[1]}, "
+              "the loss masked past each example's length: one shape for the whole epoch",
+    "bucketed": "each batch padded to the smallest of the buckets "
+                f"{', '.join(map(str, SEQUENCE_BUCKETS))} that holds it, masked likewise: "
+                "one shape per bucket",
+}
+
+
+def padded_length(strategy: str, length: int) -> int:
+    """The time steps of a batch of true length `length` as a strategy shapes it."""
+    if strategy == "padded":
+        return SEQUENCE_LENGTHS[1]
+    if strategy == "bucketed":
+        return next(b for b in SEQUENCE_BUCKETS if b >= length)
+    return length
 
 
 TASKS: dict[str, TaskInfo] = {
@@ -218,7 +252,19 @@ TASKS: dict[str, TaskInfo] = {
         "user who differentiates the same graph again, until the next step starts (dropped "
         "there, outside the clock)",
         "gradients", separable=True, variant_of="backward"),
+    **{task: TaskInfo(
+        label, f"the backward step of a sequence model on batches of varying length "
+        f"({SEQUENCE_LENGTHS[0]} to {SEQUENCE_LENGTHS[1]} steps, drawn per batch from the "
+        f"seed): {SEQUENCES[strategy]}", "sequence_gradients", separable=True,
+        variant_of="backward", sequence=strategy)
+       for task, label, strategy in (
+           ("backward_varlen", "varying length, true length", "true"),
+           ("backward_varlen_dynamic", "varying length, dynamic shapes", "dynamic"),
+           ("backward_padded", "varying length, padded", "padded"),
+           ("backward_bucketed", "varying length, bucketed", "bucketed"))},
 }
+# The variable-length tasks (TaskInfo.sequence), in SEQUENCES' order.
+SEQUENCE_TASKS = tuple(t for s in SEQUENCES for t, info in TASKS.items() if info.sequence == s)
 # The tasks of the study's own experiments (the others vary one of them: TaskInfo.variant_of).
 STUDY_TASKS = tuple(t for t, info in TASKS.items() if info.variant_of is None)
 
@@ -298,6 +344,10 @@ class ModelSpec:
     # first layers, as a user fine-tuning the rest freezes them; () where the model has no
     # such part (a single layer), and its frozen cells are unsupported.
     frozen: tuple[str, ...] = ()
+    # Features per time step where the model reads a sequence whose length can vary (its
+    # variable-length tasks: TaskInfo.sequence); None: it cannot, and those cells are
+    # unsupported.
+    sequence_features: int | None = None
 
     @property
     def n_parameters(self) -> int:
@@ -418,7 +468,7 @@ MODELS: dict[str, ModelSpec] = {
                 Param("lstm.bias", (4 * LSTM_HIDDEN,), "zeros"),
                 *dense("fc", LSTM_HIDDEN, 10)),
         arch={"hidden": LSTM_HIDDEN, "steps": 28},
-        frozen=("lstm.W_ih", "lstm.W_hh", "lstm.bias")),
+        frozen=("lstm.W_ih", "lstm.W_hh", "lstm.bias"), sequence_features=28),
     "resnet50": ModelSpec(
         label="ResNet50", family="resnet", source="000 §3.2, Table 4",
         choices="ResNet50 v1.5 (stride in the 3x3 convolution, as torchvision), 1000 classes, "
@@ -461,7 +511,8 @@ MODELS: dict[str, ModelSpec] = {
         "slides; no biases", input_shape=(RNN_CELL["inputs"],),
         output_shape=(RNN_CELL["hidden"],), loss="sum",
         params=(Param("W_h", (20, 20), "glorot", 20, 20), Param("W_x", (20, 10), "glorot", 10, 20)),
-        arch=RNN_CELL, batch_size=1, n_samples=469, frozen=("W_h",)),
+        arch=RNN_CELL, batch_size=1, n_samples=469, frozen=("W_h",),
+        sequence_features=RNN_CELL["inputs"]),
 }
 
 
@@ -597,6 +648,23 @@ class Workload:
             return self.n_samples
         return self.batch_bounds(self.total_iterations - 1)[1]
 
+    @property
+    def sequence(self) -> str | None:
+        """The task's variable-length strategy (SEQUENCES), None: fixed shapes."""
+        return TASKS[self.task].sequence
+
+    def batch_lengths(self) -> np.ndarray:
+        """Each batch's true length (a variable-length task's), from the seed alone: the same
+        for every strategy, framework and mode, whatever the iteration counts."""
+        low, high = SEQUENCE_LENGTHS
+        return np.random.default_rng([self.seed, 2]).integers(low, high + 1, self.n_batches)
+
+    def sequence_length(self, iteration: int) -> int | None:
+        """The true length of the batch an iteration uses; None for a fixed-shape task."""
+        if self.sequence is None:
+            return None
+        return int(self.batch_lengths()[iteration % self.n_batches])
+
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
@@ -731,13 +799,16 @@ def make_data(workload: Workload) -> dict[str, np.ndarray]:
     """
     spec, rows = workload.spec, workload.rows_needed()
     stream = lambda k: np.random.default_rng([workload.seed, 1, k])  # noqa: E731
+    shape = spec.input_shape
+    if workload.sequence is not None:  # the longest sequence; batches take their length of it
+        shape = (SEQUENCE_LENGTHS[1], spec.sequence_features)
     if spec.target == "onehot" or spec.loss == "xent":
-        x = stream(0).random((rows, *spec.input_shape), dtype=np.float32)
+        x = stream(0).random((rows, *shape), dtype=np.float32)
         labels = stream(1).integers(0, spec.n_outputs, size=rows)
         if spec.loss == "xent":
             return {"x": x, "y": labels.astype(np.int64)}
         return {"x": x, "y": np.eye(spec.n_outputs, dtype=np.float32)[labels]}
-    x = stream(0).standard_normal((rows, *spec.input_shape), dtype=np.float32)
+    x = stream(0).standard_normal((rows, *shape), dtype=np.float32)
     if spec.loss == "l2":
         return {"x": x, "y": stream(1).standard_normal((rows, *spec.output_shape),
                                                        dtype=np.float32)}
@@ -752,11 +823,24 @@ def make_data(workload: Workload) -> dict[str, np.ndarray]:
 
 
 def make_batches(workload: Workload) -> list[dict[str, np.ndarray]]:
-    """The distinct batches a job uses, in order; iteration i uses batch i % len(batches)."""
+    """The distinct batches a job uses, in order; iteration i uses batch i % len(batches).
+
+    A variable-length task's batch i holds the first `padded_length` steps of its sequences,
+    zeros past its true length, and `lengths` (int64, per example): the true length, where
+    the loss reads each example's state (backends mask the steps past it)."""
     data = make_data(workload)
     bounds = [workload.batch_bounds(i)
               for i in range(min(workload.total_iterations, workload.n_batches))]
-    return [{k: v[lo:hi] for k, v in data.items()} for lo, hi in bounds]
+    batches = [{k: v[lo:hi] for k, v in data.items()} for lo, hi in bounds]
+    if workload.sequence is None:
+        return batches
+    for i, batch in enumerate(batches):
+        length = workload.sequence_length(i)
+        x = batch["x"][:, :padded_length(workload.sequence, length)].copy()
+        x[:, length:] = 0.0
+        batch["x"] = x
+        batch["lengths"] = np.full(len(x), length, dtype=np.int64)
+    return batches
 
 
 def make_params(workload: Workload) -> list[np.ndarray]:

@@ -32,12 +32,15 @@ def time_iterations(
     progress: Callable[[str], None] | None = None,
     deadline: float | None = None,
     at_measured: Callable[[], None] | None = None,
+    traces: Callable[[], int | None] | None = None,
 ) -> list[dict]:
     """Run warm-up then measured iterations; one row per iteration, phase marked.  With a
     deadline (a `clock` reading), no iteration starts after it: fewer rows come back.
     `at_measured` is called once, outside the clock, just before the first measured
     iteration (not at all when the deadline stops the loop before it): memory probes
-    reset their peaks there, so that warm-up and compilation stay out of them."""
+    reset their peaks there, so that warm-up and compilation stay out of them.  `traces`
+    (a compiled step's trace/compilation counter) is read after each iteration, outside
+    the clock, into the row's `traces`."""
     rows = []
     for iteration in range(warmup + iterations):
         if deadline is not None and iteration and clock() >= deadline:
@@ -52,6 +55,7 @@ def time_iterations(
                 "iteration": iteration,
                 "phase": "warmup" if iteration < warmup else "measured",
                 **sample,
+                **({"traces": traces()} if traces is not None else {}),
             }
         )
     return rows

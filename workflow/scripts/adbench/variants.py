@@ -17,8 +17,10 @@ from adbench.verdicts import NOT_MEASURED
 
 
 def variant_tasks() -> dict[str, str]:
-    """Each variant task and the task it varies."""
-    return {task: info.variant_of for task, info in TASKS.items() if info.variant_of}
+    """Each fixed-shape variant task and the task it varies (the variable-length tasks have
+    a section of their own: adbench.varlen)."""
+    return {task: info.variant_of for task, info in TASKS.items()
+            if info.variant_of and info.sequence is None}
 
 
 def claims_of_variants() -> list:

@@ -101,6 +101,10 @@ class Prepared:
     choices: dict[str, str] = dataclasses.field(default_factory=dict)
     # Seconds of ahead-of-time compilation or tracing inside prepare (see the docstring).
     compile_s: float = 0.0
+    # The traces/compilations of the step so far (read after each iteration, outside the
+    # clock): a compiled mode's counter (tf.function's tracing count, jax.jit's cache size,
+    # Dynamo's compiled frames); 0 in an eager mode; None where the mode does not expose one.
+    traces: Callable[[], int | None] | None = None
 
 
 def trained_params(workload) -> list[int]:
