@@ -31,7 +31,12 @@ import traceback  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import provenance, reference, schema, spec, timing  # noqa: E402
-from adbench.backends import DeviceNotVisible, UnsupportedCell, load  # noqa: E402
+from adbench.backends import (  # noqa: E402
+    DeviceNotVisible,
+    UnsupportedCell,
+    check_sequence_model,
+    load,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -103,14 +108,6 @@ def cuda_probe(backend, name: str, device: str):
     has no CUDA path, or does not report that quantity)."""
     probe = getattr(backend, name, None)
     return probe(device) if device == "cuda" and probe else None
-
-
-def check_sequence_model(workload: spec.Workload) -> None:
-    """A variable-length task (spec.TaskInfo.sequence) on a model that reads no sequence is
-    `unsupported` before anything is imported, in every framework alike."""
-    if workload.sequence is not None and workload.spec.sequence_features is None:
-        raise UnsupportedCell(f"{workload.model} reads no sequence whose length could vary "
-                              f"(spec.ModelSpec.sequence_features is None)")
 
 
 def with_sequence_lengths(rows: list[dict], workload: spec.Workload) -> list[dict]:
@@ -241,7 +238,7 @@ def measure(args: argparse.Namespace) -> int:
     backend, error = None, None
     try:
         check_device_path(args.framework, args.device)
-        check_sequence_model(workload)
+        check_sequence_model(workload)  # before the framework's import
         if args.granted_threads is not None and args.granted_threads < args.threads:
             raise RuntimeError(f"the job was given {args.granted_threads} core(s) for "
                                f"{args.threads} threads (raise --cores): its numbers would "

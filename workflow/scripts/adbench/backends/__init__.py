@@ -25,6 +25,10 @@ A backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) also provides, used b
                                                   GPU needed
     reset_peak_memory(device), peak_memory(device) -> int | None
                                                -- peak device memory of the timed loop
+    peak_reserved_memory(device), device_memory_in_use(device) -> int | None
+                                               -- optional: the allocator's peak reserved
+                                                  memory; what is still allocated once the
+                                                  last step returned
 
 `prepare` builds the workload's model (spec.MODELS[workload.model]) the way that framework's
 users write it, loads the spec's canonical arrays into it (converting layouts once, here),
@@ -37,6 +41,14 @@ Compilation: a mode that compiles or traces ahead of time (jit.trace, pytensor.f
 does it in `prepare` and reports the seconds in `Prepared.compile_s`; a mode that compiles
 lazily (tf.function, jax.jit, torch.compile) leaves it 0 and pays in its first iteration.
 Time to first step = compile_s + the first iteration's step_s, for every mode alike.
+`Prepared.traces` counts a compiled step's traces/compilations (a variable-length task's
+new lengths retrace it), read after every iteration into the raw rows.
+
+Variable-length tasks (spec.SEQUENCE_TASKS, on models with spec.ModelSpec.sequence_features):
+the batches of spec.make_batches carry `x` of shape (batch, steps, features), `steps` as the
+task's strategy pads them, and `lengths` (int64, per example); the model reads each example's
+state at its true last step (the LSTM's output gathered at lengths - 1, the RNN cell's state
+kept past it by a mask), so every strategy's gradient is the true-length one.
 Compile caches go under os.environ["ADBENCH_CACHE_DIR"] (set by measure.py, inside the
 results tree), never the user's home; `choices` says whether a cache was cold or shared.
 
@@ -116,6 +128,14 @@ def trained_params(workload) -> list[int]:
         raise UnsupportedCell(f"{workload.model} has no frozen part (spec.ModelSpec.frozen "
                               f"is empty: a single layer, or no first layers to freeze)")
     return model.trained(workload.task)
+
+
+def check_sequence_model(workload) -> None:
+    """A variable-length task (spec.TaskInfo.sequence) on a model that reads no sequence is
+    `unsupported`, in every framework alike (measure.py asks before importing one)."""
+    if workload.sequence is not None and workload.spec.sequence_features is None:
+        raise UnsupportedCell(f"{workload.model} reads no sequence whose length could vary "
+                              f"(spec.ModelSpec.sequence_features is None)")
 
 
 def no_sync() -> None:
