@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from adbench import spec
-from adbench.backends import (Prepared, UnsupportedCell, device_not_visible, no_sync,
-                              trained_params)
+from adbench.backends import (Prepared, UnsupportedCell, check_sequence_model,
+                              device_not_visible, no_sync, trained_params)
 from adbench.timing import split_timer, whole_timer
 
 keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
@@ -263,20 +263,38 @@ def build_cnn(model_spec: spec.ModelSpec, dtype: str) -> Model:
     return _model(model_spec, _keras_forward(model), named, model, images=True)
 
 
-def build_lstm(model_spec: spec.ModelSpec, dtype: str) -> Model:
+def build_lstm(model_spec: spec.ModelSpec, dtype: str, sequence: bool = False) -> Model:
+    """Keras' LSTM and a dense layer on its last output.  On a variable-length task's batches
+    (`sequence`) it reads x of any number of steps and returns every step's output, and each
+    example's output at lengths - 1 is gathered (tf.gather(batch_dims=1)) for the dense layer:
+    the true last step, whatever padding follows it."""
     # Keras' LSTM is batch-first, returns the last hidden state, has one bias and orders its
     # gates i, f, c, o: the canonical i, f, g, o, so its arrays load unchanged.
-    lstm = keras.layers.LSTM(model_spec.arch["hidden"], dtype=dtype)
+    lstm = keras.layers.LSTM(model_spec.arch["hidden"], return_sequences=sequence, dtype=dtype)
     fc = keras.layers.Dense(model_spec.n_outputs, dtype=dtype)
-    model = keras.Sequential([keras.Input(model_spec.input_shape, dtype=dtype), lstm, fc])
     named = _Named()
+    choices = {"lstm": "keras.layers.LSTM defaults: use_cudnn='auto' (cuDNN kernel on a GPU, "
+                       "a tf.while_loop over the steps on CPU), unroll=False"}
+    if not sequence:
+        model = keras.Sequential([keras.Input(model_spec.input_shape, dtype=dtype), lstm, fc])
+        forward = _keras_forward(model)
+    else:
+        model = keras.Sequential([keras.Input((None, model_spec.sequence_features),
+                                              dtype=dtype), lstm])
+        fc.build((None, model_spec.arch["hidden"]))
+
+        def forward(batch):
+            outputs = model(batch["x"], training=False)  # (batch, steps, hidden)
+            return fc(tf.gather(outputs, batch["lengths"] - 1, batch_dims=1))
+
+        choices["lstm"] += (", return_sequences=True over every step of the batch (padding "
+                            "included); each example's output at lengths - 1 taken by "
+                            "tf.gather(batch_dims=1), then the dense layer")
     named.add("lstm.W_ih", lstm.cell.kernel)
     named.add("lstm.W_hh", lstm.cell.recurrent_kernel)
     named.add("lstm.bias", lstm.cell.bias)
     named.dense("fc", fc)
-    return _model(model_spec, _keras_forward(model), named, model, choices={
-        "lstm": "keras.layers.LSTM defaults: use_cudnn='auto' (cuDNN kernel on a GPU, "
-                "a tf.while_loop over the steps on CPU), unroll=False"})
+    return _model(model_spec, forward, named, model, choices=choices)
 
 
 def build_resnet(model_spec: spec.ModelSpec, dtype: str) -> Model:
@@ -340,18 +358,37 @@ def build_ctc(model_spec: spec.ModelSpec, dtype: str) -> Model:
                "custom gradient), not the CTCLoss kernel that sparse labels select"})
 
 
-def build_rnn_cell(model_spec: spec.ModelSpec, dtype: str) -> Model:
-    """The slides' cell in raw TensorFlow ops, as they write it (no Keras layer)."""
+def build_rnn_cell(model_spec: spec.ModelSpec, dtype: str, sequence: bool = False) -> Model:
+    """The slides' cell in raw TensorFlow ops, as they write it (no Keras layer).  On a
+    variable-length task's batches (`sequence`) it is unrolled from h0 over the batch's steps,
+    each example's state kept past its length by a mask: the state at its true last step."""
     named = _Named()
     for p in model_spec.params:
         named.add(p.name, tf.Variable(tf.zeros(p.shape, dtype=dtype), name=p.name))
     w_h, w_x = (named.entries[p.name][0] for p in model_spec.params)
 
-    def forward(batch):
-        return tf.tanh(tf.matmul(batch["h0"], w_h, transpose_b=True)
-                       + tf.matmul(batch["x"], w_x, transpose_b=True))
+    def cell(h, x):
+        return tf.tanh(tf.matmul(h, w_h, transpose_b=True) + tf.matmul(x, w_x, transpose_b=True))
 
-    return _model(model_spec, forward, named, None)
+    def forward(batch):
+        return cell(batch["h0"], batch["x"])
+
+    def unrolled(batch):
+        x, lengths, h = batch["x"], batch["lengths"], batch["h0"]
+        # One loop for every mode and length: a Python loop in eager; autograph makes it one
+        # tf.while_loop in a tf.function (whose graph does not grow with the steps, and runs
+        # at a time axis of unknown length).
+        for t in tf.range(tf.shape(x)[1]):
+            h = tf.where((t < lengths)[:, None], cell(h, x[:, t]), h)
+        return h
+
+    if not sequence:
+        return _model(model_spec, forward, named, None)
+    return _model(model_spec, unrolled, named, None, choices={
+        "rnn_cell_loop": "for t in tf.range(steps): a Python loop over the steps in eager; "
+                         "autograph turns it into one tf.while_loop in a tf.function (graph, "
+                         "xla); each example's state kept past its length by "
+                         "tf.where(t < lengths, h_new, h)"})
 
 
 BUILDERS = {"mlp": build_mlp, "cnn": build_cnn, "lstm": build_lstm, "resnet": build_resnet,
@@ -368,9 +405,20 @@ def _model(model_spec, forward, named: _Named, keras_model, images=False, choice
     return Model(forward, list(variables), list(layouts), keras_model, images, choices or {})
 
 
-def build_model(model_spec: spec.ModelSpec, dtype: str = "float32") -> Model:
+# The families that read a sequence of any length (spec.ModelSpec.sequence_features).
+SEQUENCE_BUILDERS = {"lstm": build_lstm, "rnn_cell": build_rnn_cell}
+
+
+def build_model(model_spec: spec.ModelSpec, dtype: str = "float32",
+                sequence: bool = False) -> Model:
+    """The model; `sequence`: its variable-length form (a variable-length task's batches)."""
     if model_spec.family not in BUILDERS:
         raise UnsupportedCell(f"tensorflow backend has no model family {model_spec.family!r}")
+    if sequence:
+        if model_spec.family not in SEQUENCE_BUILDERS:
+            raise UnsupportedCell(f"tensorflow backend reads no sequence of varying length "
+                                  f"in model family {model_spec.family!r}")
+        return SEQUENCE_BUILDERS[model_spec.family](model_spec, dtype, sequence=True)
     return BUILDERS[model_spec.family](model_spec, dtype)
 
 
@@ -537,7 +585,9 @@ PFOR_CHOICE = ("tape.jacobian(experimental_use_pfor=True); in eager mode pfor tr
 
 def make_task(workload: spec.Workload, model: Model, dtype) -> Task:
     rows = min(workload.jacobian_rows, workload.spec.n_outputs)
-    if workload.task == "backward":
+    if workload.task == "backward" or workload.sequence is not None:
+        # A variable-length task is the backward step on the model's sequence form (every
+        # strategy alike: only the batches' shapes and the mode's shape policy differ).
         return _loss_task(model, LOSSES[workload.spec.loss], jacobian=False)
     if workload.task == "backward_frozen":
         return _frozen_task(model, LOSSES[workload.spec.loss], trained_params(workload))
@@ -578,6 +628,39 @@ MODE_CHOICES = {
 }
 
 
+# How each mode meets a variable-length task's batch shapes (spec.SEQUENCES), and what its
+# `traces` counts.
+XLA_PER_SHAPE = ("XLA compiles per concrete input shape even where tf.function does not "
+                 "retrace (its compile cache is keyed by the shapes: a step at a new length "
+                 "compiles anew); traces counts XLA's compilations as the distinct input "
+                 "shapes the step has been called with (read outside the clock; TensorFlow "
+                 "has no readable compile counter), at least tf.function's "
+                 "experimental_get_tracing_count()")
+
+
+def shape_policy(mode: str, strategy: str) -> dict[str, str]:
+    """The choices a variable-length cell records: its strategy and its mode's shape policy."""
+    choices = {"sequence": f"{strategy}: {spec.SEQUENCES[strategy]}"}
+    if mode == "eager":
+        choices["shape_policy"] = ("define-by-run: each batch runs at its own steps (as the "
+                                   "strategy pads it), nothing traced; traces 0")
+        return choices
+    jit = f"jit_compile={mode == 'xla'}"
+    if strategy == "dynamic":
+        choices["tf_function"] = (
+            f"tf.function(reduce_retracing=True, {jit}), no input_signature: the first "
+            "length traces, the second retraces once with the time axis generalised to None, "
+            "and every later length reuses that trace")
+    else:
+        choices["tf_function"] = (
+            f"tf.function({jit}) as by default (reduce_retracing=False, no input_signature): "
+            "a trace per new input shape: per new length (true), once (padded), once per "
+            "bucket (bucketed); the shorter last batch of an epoch, if any, once more")
+    choices["shape_policy"] = (XLA_PER_SHAPE if mode == "xla" else
+                               "traces = the tf.function's experimental_get_tracing_count()")
+    return choices
+
+
 def _onednn_enabled() -> bool:
     """Whether TensorFlow runs its oneDNN kernels on CPU (TF_ENABLE_ONEDNN_OPTS, default on)."""
     from tensorflow.python.util import _pywrap_util_port  # no public API reports it
@@ -599,6 +682,12 @@ ONEDNN_ABORTS = {
 def _check_supported(workload: spec.Workload, mode: str, device: str, dtype: str) -> None:
     if mode not in MODE_CHOICES:
         raise UnsupportedCell(f"tensorflow has no mode {mode!r}")
+    check_sequence_model(workload)
+    if workload.sequence == "dynamic" and mode == "eager":
+        raise UnsupportedCell(
+            "tensorflow's eager mode has no dynamic-shape option (reduce_retracing and "
+            "input_signature are tf.function's): it needs none, define-by-run already runs "
+            "each batch at its own length (task backward_varlen)")
     if workload.spec.loss == "ctc" and dtype != "float32":
         raise UnsupportedCell(f"tf.nn.ctc_loss with dense labels (ctc_loss_dense) mixes in "
                               f"float32 constants: it cannot run in {dtype}")
@@ -655,7 +744,7 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     sync = device_sync(device)
     model_spec = workload.spec
     with tf.device(tf_device):
-        model = build_model(model_spec, dtype)
+        model = build_model(model_spec, dtype, sequence=workload.sequence is not None)
         load_params(model, spec.make_params(workload))
         # All batches placed on the device up front: data transfer is not part of the timing.
         batches = [_device_batch(b, model_spec, model, dtype)
@@ -666,20 +755,33 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     def step(b):
         return task.derive(task.forward(b))
 
+    compiled = None
     if mode in ("graph", "xla"):
-        step = tf.function(step, jit_compile=mode == "xla")
+        # The dynamic-shape option of a variable-length task: one generalised trace.
+        dynamic = {"reduce_retracing": True} if workload.sequence == "dynamic" else {}
+        step = compiled = tf.function(step, jit_compile=mode == "xla", **dynamic)
     if mode == "xla":
         step = _refuse_xla_failures(step, workload)
     split = "forward_s" in spec.timed_quantities("tensorflow", mode, workload.task)
+    # A variable-length task's XLA step: the input shapes it has been called with, one XLA
+    # compilation each (recorded outside the clock; other cells record nothing).
+    shapes = set()
+    counted = workload.sequence is not None and mode == "xla"
+
+    def called(b):
+        if counted:
+            shapes.add(tuple((k, tuple(v.shape)) for k, v in sorted(b.items())))
 
     def run(i, clock):
         task.release()
+        called(batch(i))  # outside the clock
         with tf.device(tf_device):
             if split:
                 return split_timer(lambda: task.forward(batch(i)), task.derive, sync, clock)
             return whole_timer(lambda: step(batch(i)), sync, clock)
 
     def derivatives(i):
+        called(batch(i))
         with tf.device(tf_device):
             loss, arrays = step(batch(i))
         if spec.TASKS[workload.task].derivative == "jacobian":
@@ -702,4 +804,14 @@ def prepare(workload: spec.Workload, mode: str, device: str,
                "dtype": dtype, **model.choices, **task.choices, **MODE_CHOICES[mode]}
     if mode == "xla":
         choices["xla_flags"] = os.environ.get("XLA_FLAGS") or "unset"
-    return Prepared(run=run, derivatives=derivatives, choices=choices)
+    def traces():
+        """The step's traces so far (XLA's: its compilations, one per shape)."""
+        if compiled is None:
+            return 0
+        traced = compiled.experimental_get_tracing_count()
+        return max(traced, len(shapes)) if counted else traced
+
+    if workload.sequence is not None:  # a fixed-shape task's rows carry no traces
+        choices.update(shape_policy(mode, workload.sequence))
+    return Prepared(run=run, derivatives=derivatives, choices=choices,
+                    traces=traces if workload.sequence is not None else None)
