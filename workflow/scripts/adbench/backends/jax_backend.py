@@ -14,6 +14,13 @@ jax.nn.log_softmax, ...) and the body of lax.scan also run primitive by primitiv
 primitive is still executed by XLA: JAX compiles it once per shape and dtype and caches the
 executable in the process (JAX's own op-by-op dispatch), so the first iterations pay those
 small compilations.  jax.grad/jax.vjp/jax.jacrev trace the Python function at every call.
+
+Variable-length tasks (spec.SEQUENCE_TASKS): the LSTM and the RNN cell on sequences
+(SEQUENCE_FAMILIES), the same code for every strategy, masked to each example's length.
+Eager runs every batch at whatever length it has.  jax.jit compiles once per new input
+shape (true length: per new length; padded: once; bucketed: per bucket), counted by
+Prepared.traces (the jitted step's cache size).  The dynamic-shape strategy is unsupported
+in both modes: jax.jit has none (padding and bucketing are JAX's answer), eager needs none.
 """
 
 from __future__ import annotations
@@ -32,7 +39,13 @@ import numpy as np
 from jax import lax
 
 from adbench import spec
-from adbench.backends import Prepared, UnsupportedCell, device_not_visible, trained_params
+from adbench.backends import (
+    Prepared,
+    UnsupportedCell,
+    check_sequence_model,
+    device_not_visible,
+    trained_params,
+)
 from adbench.timing import split_timer, whole_timer
 
 MODES = ("eager", "jit")
@@ -243,21 +256,28 @@ def cnn(model: spec.ModelSpec) -> Forward:
     return forward
 
 
+def _lstm_cell(params) -> Callable:
+    """One LSTM step, (h, c), x_t -> (h, c): gates i, f, g, o, as torch.nn.LSTM."""
+    w_ih, w_hh, b = params["lstm.W_ih"], params["lstm.W_hh"], params["lstm.bias"]
+
+    def cell(carry, x_t):
+        h, c = carry
+        i, f, g, o = jnp.split(x_t @ w_ih + h @ w_hh + b, 4, axis=-1)  # gates i, f, g, o
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return h, c
+
+    return cell
+
+
 def lstm(model: spec.ModelSpec) -> Forward:
     hidden = model.arch["hidden"]
 
     def forward(params, x, aux):
-        w_ih, w_hh, b = params["lstm.W_ih"], params["lstm.W_hh"], params["lstm.bias"]
-
-        def cell(carry, x_t):
-            h, c = carry
-            i, f, g, o = jnp.split(x_t @ w_ih + h @ w_hh + b, 4, axis=-1)  # gates i, f, g, o
-            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-            h = jax.nn.sigmoid(o) * jnp.tanh(c)
-            return (h, c), None
-
+        cell = _lstm_cell(params)
         zeros = jnp.zeros((x.shape[0], hidden), x.dtype)
-        (h, _), _ = lax.scan(cell, (zeros, zeros), jnp.swapaxes(x, 0, 1))  # time-major
+        (h, _), _ = lax.scan(lambda carry, x_t: (cell(carry, x_t), None), (zeros, zeros),
+                             jnp.swapaxes(x, 0, 1))  # time-major
         return h @ params["fc.weight"] + params["fc.bias"]
 
     return forward
@@ -325,6 +345,60 @@ def rnn_cell(model: spec.ModelSpec) -> Forward:
 
 FAMILIES = {"mlp": mlp, "cnn": cnn, "lstm": lstm, "resnet": resnet, "attention": attention,
             "ctc": ctc, "rnn_cell": rnn_cell}
+
+
+# ---------------------------------------------------------------- on sequences
+# A variable-length task's batch (spec.make_batches): x of shape (batch, steps, features),
+# `steps` as the strategy pads it (zeros past the true length), and aux the pair (the
+# model's usual aux, lengths): the same code for every strategy, whatever `steps` is.
+def lstm_sequence(model: spec.ModelSpec) -> Forward:
+    """The LSTM over every step of x (lax.scan, as the fixed-shape model), each example's
+    output read at its last true step, lengths - 1 (jnp.take_along_axis), then the dense
+    layer: the steps past a length run on zeros and never reach the loss."""
+    hidden = model.arch["hidden"]
+
+    def forward(params, x, aux):
+        _, lengths = aux
+        cell = _lstm_cell(params)
+
+        def step(carry, x_t):
+            carry = cell(carry, x_t)
+            return carry, carry[0]  # every step's h
+
+        zeros = jnp.zeros((x.shape[0], hidden), x.dtype)
+        _, hs = lax.scan(step, (zeros, zeros), jnp.swapaxes(x, 0, 1))  # (steps, batch, hidden)
+        h = jnp.take_along_axis(hs, (lengths - 1)[None, :, None], axis=0)[0]
+        return h @ params["fc.weight"] + params["fc.bias"]
+
+    return forward
+
+
+def rnn_cell_sequence(model: spec.ModelSpec) -> Forward:
+    """The cell unrolled over every step of x from h0 with lax.scan (JAX's loop: one
+    compiled body whatever the length, where a Python loop under jax.jit would unroll
+    `steps` copies into the program), h kept past each example's length by a mask:
+    h = where(t < lengths, tanh(h W_h^T + x_t W_x^T), h).  The loss (sum) reads the last h."""
+    def forward(params, x, aux):
+        h0, lengths = aux
+        w_h, w_x = params["W_h"], params["W_x"]
+
+        def step(carry, x_t):
+            h, t = carry  # the step's index rides in the carry (no scanned arange to slice)
+            h_new = jnp.tanh(h @ w_h.T + x_t @ w_x.T)
+            return (jnp.where((t < lengths)[:, None], h_new, h), t + 1), None
+
+        (h, _), _ = lax.scan(step, (h0, jnp.zeros((), lengths.dtype)), jnp.swapaxes(x, 0, 1))
+        return h
+
+    return forward
+
+
+SEQUENCE_FAMILIES = {"lstm": lstm_sequence, "rnn_cell": rnn_cell_sequence}
+
+
+def sequence_loss(loss: Callable) -> Callable:
+    """The model's loss of a sequence batch: its aux is (the usual aux, lengths)."""
+    return lambda out, aux: loss(out, aux[0])
 
 
 # ================================================================ losses
@@ -418,6 +492,9 @@ class Task:
     step: Callable
     result: Callable
     choices: dict[str, str]
+    # The jax.jit-wrapped functions the step calls (jit mode): their compiled-entry counts
+    # are its traces (Prepared.traces).
+    jitted: tuple = ()
 
 
 def backward_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
@@ -441,7 +518,8 @@ def backward_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) ->
     choice = ("jax.jit(jax.value_and_grad(loss)) of the parameter dict" if jit else
               "forward: jax.vjp(loss, params) (runs the forward and linearises it); "
               "backward: the returned pullback at cotangent 1.0 (jax.grad's two halves)")
-    return Task(vjp_forward, vjp_backward, step, result, {"backward": choice})
+    return Task(vjp_forward, vjp_backward, step, result, {"backward": choice},
+                jitted=(step,) if jit else ())
 
 
 def backward_frozen_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
@@ -545,7 +623,10 @@ def jacobian_vectorized_task(forward: Forward, loss: Callable, one_hot: list, ji
 TASK_BUILDERS = {"backward": backward_task, "backward_frozen": backward_frozen_task,
                  "loss_jacobian": loss_jacobian_task,
                  "jacobian_rows": jacobian_rows_task,
-                 "jacobian_vectorized": jacobian_vectorized_task}
+                 "jacobian_vectorized": jacobian_vectorized_task,
+                 # The variable-length tasks: the backward step of the sequence model
+                 # (SEQUENCE_FAMILIES), on batches shaped by the task's strategy.
+                 **{task: backward_task for task in spec.SEQUENCE_TASKS}}
 
 
 # Tasks JAX has no way to express, and why.
@@ -555,6 +636,53 @@ NO_TASK = {
                          "nothing retains or frees a graph between steps), so there is no "
                          "retain_graph to set",
 }
+
+
+# ================================================================ variable lengths
+# What each mode does with the batches of each strategy (spec.SEQUENCES): the cell's
+# `shape_policy` choice.  "dynamic" is refused in both modes (no_dynamic_shapes).
+SHAPE_POLICY = {
+    "eager": "op by op at whatever length the batch has: no trace or compilation of the "
+             "step (Prepared.traces 0); XLA's op-by-op executables are cached per primitive "
+             "and shape, and most of them (one time step's) do not depend on the length",
+    "jit": {
+        "true": "jax.jit as it behaves by default: its compilations are specialised to "
+                "the arguments' shapes, so every new length is traced and compiled once "
+                "more (and cached: a length seen before reuses its executable)",
+        "padded": "jax.jit of one shape, the maximum length: one trace and compilation "
+                  "for the whole epoch, every step computing all the padded steps",
+        "bucketed": "jax.jit of one shape per bucket: a trace and compilation per bucket "
+                    "reached, every step computing up to its bucket's length",
+    },
+}
+
+
+def no_dynamic_shapes(mode: str) -> str:
+    """Why the dynamic-shape strategy is unsupported in a JAX mode."""
+    if mode == "jit":
+        return ("jax.jit has no dynamic-shape option (no argument of jax.jit nor jax.config "
+                "flag makes one compilation serve several input shapes): each compilation "
+                "is specialised to its arguments' shapes, so JAX's answer to varying "
+                "lengths is padding or bucketing (backward_padded, backward_bucketed); "
+                "jax.jit's default, a compilation per new length, is backward_varlen")
+    return ("eager JAX needs no dynamic-shape option: op by op, every batch already runs "
+            "at its own length, which is backward_varlen's eager cell")
+
+
+def trace_counter(task: Task, jit: bool) -> Callable[[], int | None]:
+    """The step's traces/compilations so far: the compiled entries of the jax.jit-wrapped
+    functions it calls (their cache size: one per new argument shape), 0 in eager mode
+    (nothing is traced into a compiled step); None where this JAX has no cache size."""
+    if not jit:
+        return lambda: 0
+
+    def count():
+        sizes = [getattr(f, "_cache_size", None) for f in task.jitted]
+        if not sizes or any(size is None for size in sizes):
+            return None
+        return sum(size() for size in sizes)
+
+    return count
 
 
 # ================================================================ prepare
@@ -572,19 +700,25 @@ MODE_CHOICES = {
 
 
 def _device_batch(batch: dict[str, np.ndarray], dev, dtype) -> tuple:
-    """(x, aux) on the device; labels int32 (JAX's default integer width)."""
+    """(x, aux) on the device; labels and lengths int32 (JAX's default integer width); a
+    variable-length task's aux is the pair (aux, lengths)."""
     def put(array):
         array = array.astype(np.int32 if array.dtype.kind in "iu" else dtype)
         return jax.device_put(array, dev)
 
-    aux = batch["h0"] if "h0" in batch else batch["y"]
-    return put(batch["x"]), put(aux)
+    aux = put(batch["h0"] if "h0" in batch else batch["y"])
+    if "lengths" in batch:
+        aux = (aux, put(batch["lengths"]))
+    return put(batch["x"]), aux
 
 
 def prepare(workload: spec.Workload, mode: str, device: str,
             dtype: str = "float32") -> Prepared:
     if mode not in MODES:
         raise UnsupportedCell(f"jax has no mode {mode!r}")
+    check_sequence_model(workload)
+    if workload.sequence == "dynamic":
+        raise UnsupportedCell(no_dynamic_shapes(mode))
     model_spec = workload.spec
     if model_spec.family not in FAMILIES:
         raise UnsupportedCell(f"jax backend has no model family {model_spec.family!r}")
@@ -607,8 +741,12 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     trained = [model_spec.params[i].name for i in trained_params(workload)]
     differentiated = split_frozen(params, workload) if spec.TASKS[workload.task].frozen \
         else params
-    task = TASK_BUILDERS[workload.task](FAMILIES[model_spec.family](model_spec),
-                                        LOSSES[model_spec.loss], one_hot, jit)
+    if workload.sequence is None:
+        forward, loss = FAMILIES[model_spec.family](model_spec), LOSSES[model_spec.loss]
+    else:
+        forward = SEQUENCE_FAMILIES[model_spec.family](model_spec)
+        loss = sequence_loss(LOSSES[model_spec.loss])
+    task = TASK_BUILDERS[workload.task](forward, loss, one_hot, jit)
     context = contextlib.nullcontext if jit else jax.disable_jit
     split = "forward_s" in spec.timed_quantities("jax", mode, workload.task)
     batch = lambda i: batches[i % len(batches)]  # noqa: E731
@@ -645,7 +783,9 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     choices = {
         "model": "plain jax.numpy / jax.lax functions of a parameter dict (no flax/optax), "
                  "canonical layouts, no conversion",
-        **MODE_CHOICES[mode], **task.choices, **family_choices.get(model_spec.family, {}),
+        **MODE_CHOICES[mode], **task.choices,
+        # A sequence cell's model code is in sequence_choices instead.
+        **(family_choices.get(model_spec.family, {}) if workload.sequence is None else {}),
         "sync": "jax.block_until_ready, before each clock read, on the result of the call "
                 "just timed (a vjp's pullback with its residuals included)",
         "compile_cache": "cold: no persistent compilation cache "
@@ -654,4 +794,28 @@ def prepare(workload: spec.Workload, mode: str, device: str,
                    f"{os.environ.get('XLA_FLAGS', '')!r}",
         "dtype": dtype, **numerics,
     }
-    return Prepared(run=run, derivatives=derivatives, choices=choices)
+    traces = None  # fixed-shape tasks: no counter (schema: null there)
+    if workload.sequence is not None:
+        choices.update(sequence_choices(workload, mode))
+        traces = trace_counter(task, jit)
+    return Prepared(run=run, derivatives=derivatives, choices=choices, traces=traces)
+
+
+def sequence_choices(workload: spec.Workload, mode: str) -> dict[str, str]:
+    """A variable-length cell's strategy, its shape policy in this mode, and the model code
+    on sequences."""
+    strategy = workload.sequence
+    policy = SHAPE_POLICY[mode]
+    model = {
+        "lstm": "lax.scan of the LSTM cell over every step of x (padded steps included), "
+                "each example's h gathered at lengths - 1 with jnp.take_along_axis, then "
+                "the dense layer and the l2 loss",
+        "rnn_cell": "lax.scan of the cell over every step of x from h0 (JAX's loop: one "
+                    "compiled body whatever the length; a Python loop under jax.jit would "
+                    "unroll every step into the program), h = jnp.where(t < lengths, "
+                    "h_new, h), the same code for every strategy; loss sum(h)",
+    }[workload.spec.family]
+    return {"sequence": f"{strategy}: {spec.SEQUENCES[strategy]}",
+            "shape_policy": policy if isinstance(policy, str) else policy[strategy],
+            "sequence_model": model + (" (the scans run as Python loops under "
+                                       "disable_jit)" if mode == "eager" else "")}
