@@ -7,6 +7,7 @@ cells.json: a list of {"mode", "model", "task", "seed", "n_samples", "batch_size
 "jacobian_rows", "warmup", "iterations"}.  One process for all of a framework's cells (the
 imports are paid once).  For cell k it writes outdir/k.npz (reference.write_derivatives) and
 appends to outdir/results.json: status, message, the rows' quantities, choices, compile_s,
+the rows' traces (Prepared.traces after each iteration; None where a cell has no counter),
 the threads the framework reports and the loop's CPU utilisation.  The test process, which
 has the float64 references, compares.  Threads are pinned to 1, before the import.
 """
@@ -37,12 +38,14 @@ def run_cell(backend, framework: str, cell: dict, npz: str) -> dict:
     try:
         prepared = backend.prepare(workload, cell["mode"], "cpu")
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
-        rows = timing.time_iterations(prepared, workload.warmup, workload.iterations)
+        rows = timing.time_iterations(prepared, workload.warmup, workload.iterations,
+                                      traces=prepared.traces)
         wall = time.perf_counter() - t
         result.update(
             quantities=sorted({k for row in rows for k in row if k.endswith("_s")}),
             steps=[row["step_s"] for row in rows], choices=prepared.choices,
             compile_s=prepared.compile_s, cpu_utilisation=(provenance.cpu_seconds() - cpu) / wall)
+        result["traces"] = [row.get("traces") for row in rows]  # Prepared.traces, per row
         loss, grads = prepared.derivatives(0)
     except UnsupportedCell as exc:
         result.update(status="unsupported", message=str(exc))

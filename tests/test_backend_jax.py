@@ -1,7 +1,8 @@
 """The JAX backend, in its own environment (.venvs/jax, built from envs/jax.yaml): every mode x
 model x task on a tiny workload against the float64 reference (tests/isolated.py), the
-thread settings XLA's CPU client takes, and the hand-written models and CTC loss in float64
-against the PyTorch float64 reference to round-off (a wrong layout or recursion is O(1))."""
+variable-length tasks on both sequence models with their trace counts, the thread settings
+XLA's CPU client takes, and the hand-written models and CTC loss in float64 against the
+PyTorch float64 reference to round-off (a wrong layout or recursion is O(1))."""
 
 from __future__ import annotations
 
@@ -12,22 +13,107 @@ import numpy as np
 import pytest
 
 from adbench import reference, spec
+from adbench.backends import UnsupportedCell
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
 CELLS = BackendCells("jax", known_unsupported={
     ("*", "*", "backward_retained"): "JAX is functional",
+    ("jit", "*", "backward_varlen_dynamic"): "jax.jit has no dynamic-shape option",
+    ("eager", "*", "backward_varlen_dynamic"): "eager JAX needs no dynamic-shape option",
 }, tasks=spec.STUDY_TASKS)
 # Budget (the file under 4 minutes with the environment's build): ResNet50 runs in jit mode
 # only.  Eager ResNet50 costs ~70 CPU-seconds here, nearly all of it XLA compiling each of
 # its primitives' shapes once in the first iteration; its model code is the jit cells'.
 CELLS.cells = [c for c in CELLS.cells if not (c["mode"] == "eager" and c["model"] == "resnet50")]
 CELLS.cells += variant_cells("jax")
+test_cell_matches_the_float64_reference = CELLS.cell_test()  # the fixed-shape cells
+
+# The variable-length tasks (spec.SEQUENCE_TASKS), in the same runner process: both sequence
+# models x both modes.  The seed plants the lengths 7, 5, 11 (buckets 8, 8, 16) on the first
+# three batches: short, so eager's op-by-op scans stay cheap (each new step index compiles
+# one more slice: lax.scan's loop under disable_jit), a new length that shares a bucket, and
+# a first batch (the one checked) that bucketing pads, so its mask is checked too.  Budget:
+# eager padded (the eager varlen code at 64 steps: ~10 s of slice compilations) is left out;
+# eager bucketed checks the mask in eager mode, jit padded the padding to 64.
+SEQUENCE_SEED = 5959
+SEQUENCE_LENGTHS = (7, 5, 11)
+SEQUENCE_CELLS = [tiny(model, task, mode, seed=SEQUENCE_SEED)
+                  for mode in spec.FRAMEWORKS["jax"].modes for model in ("lstm", "rnn_cell")
+                  for task in spec.SEQUENCE_TASKS
+                  if (mode, task) != ("eager", "backward_padded")]
+FIRST_SEQUENCE_CELL = len(CELLS.cells)
+CELLS.cells += SEQUENCE_CELLS
 results = CELLS.results_fixture()
-test_cell_matches_the_float64_reference = CELLS.cell_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
 
 SCRIPTS = REPO / "workflow" / "scripts"
+
+
+def _workload(cell: dict) -> spec.Workload:
+    return spec.Workload(model=cell["model"], seed=cell["seed"], task=cell["task"],
+                         n_samples=cell["n_samples"], batch_size=cell["batch_size"],
+                         warmup=cell["warmup"], iterations=cell["iterations"])
+
+
+def _torch_reference_of(workload: spec.Workload):
+    """The spec's reference, or None while the torch backend (the LSTM's float64 reference)
+    has no variable-length task yet."""
+    try:
+        return reference.reference_derivatives(workload)
+    except (KeyError, UnsupportedCell):  # torch's TASK_BUILDERS lacks the task
+        return None
+
+
+@pytest.mark.parametrize("k", range(FIRST_SEQUENCE_CELL, len(CELLS.cells)),
+                         ids=[f"{c['mode']}-{c['model']}-{c['task']}" for c in SEQUENCE_CELLS])
+def test_sequence_cell_matches_the_float64_reference(results, k, request, monkeypatch):
+    """A variable-length cell against the float64 reference, checked as every other cell:
+    the RNN cell's is the numpy BPTT; the LSTM's is torch's float64 eager run, and until
+    the torch backend has the task, the float64 JAX LSTM of the fixed-shape task (matched
+    to torch's to round-off below) run on the batch at its true length: no padding, no
+    gather, so the sequence code's mask is checked by a path without one."""
+    cell = CELLS.cells[k]
+    if spec.MODELS[cell["model"]].reference == "torch" \
+            and _torch_reference_of(_workload(cell)) is None:
+        truncated = request.getfixturevalue("float64_run")["lstm_true_length"]
+        ref = (truncated[0], [np.asarray(a, dtype=np.float64) for a in truncated[1]])
+        monkeypatch.setattr(reference, "reference_derivatives", lambda workload: ref)
+    CELLS.check_cell(results, k)
+    result = results["cells"][k]
+    if result["status"] == "ok":
+        strategy = spec.TASKS[cell["task"]].sequence
+        assert result["choices"]["sequence"].startswith(f"{strategy}: ")
+        assert result["choices"]["shape_policy"]
+
+
+def test_sequence_traces_count_each_new_shape(results):
+    """Prepared.traces after each iteration (the raw rows' `traces`): in jit mode the step's
+    compiled entries, one per new shape the strategy gives a batch; 0 in eager.  Planted by
+    the seed: the RNN cell's batches have lengths 7, 5, 11, so the true-length step retraces
+    at 5 and at 11, the bucketed one at 11 only (7 and 5 share the bucket 8), the padded one
+    never; the LSTM's (batches 7, 5, 7) retraces at 5 only, and not when 7 comes back."""
+    traces = {}
+    for k in range(FIRST_SEQUENCE_CELL, len(CELLS.cells)):
+        cell, result = CELLS.cells[k], results["cells"][k]
+        if result["status"] != "ok":
+            continue
+        workload = _workload(cell)
+        assert [workload.sequence_length(i) for i in range(3)] == \
+            [SEQUENCE_LENGTHS[i if cell["model"] == "rnn_cell" else i % 2] for i in range(3)]
+        shapes = [spec.padded_length(workload.sequence, workload.sequence_length(i))
+                  for i in range(len(result["traces"]))]
+        expected = ([len(set(shapes[:i + 1])) for i in range(len(shapes))]
+                    if cell["mode"] == "jit" else [0] * len(shapes))
+        assert result["traces"] == expected, (cell, shapes)
+        traces[cell["mode"], cell["model"], cell["task"]] = result["traces"]
+    assert traces["jit", "rnn_cell", "backward_varlen"] == [1, 2, 3]
+    assert traces["jit", "rnn_cell", "backward_bucketed"] == [1, 1, 2]
+    assert traces["jit", "rnn_cell", "backward_padded"] == [1, 1, 1]
+    assert traces["jit", "lstm", "backward_varlen"] == [1, 2, 2]
+    assert traces["eager", "lstm", "backward_varlen"] == [0, 0, 0]
+    fixed = [r["traces"] for r in results["cells"][:FIRST_SEQUENCE_CELL] if r["status"] == "ok"]
+    assert fixed and all(t == [None] * len(t) for t in fixed)  # no counter: schema null
 
 
 def in_jax(code: str, tmp_path) -> dict:
@@ -58,23 +144,50 @@ def test_configure_threads_sizes_the_xla_cpu_pool(threads, tmp_path):
 FLOAT64_MODELS = ("cnn", "lstm", "attention", "ctc")  # written by hand here, torch reference
 
 
-def test_float64_models_match_the_reference_to_round_off(tmp_path):
-    """With jax_enable_x64 the hand-written CNN, LSTM, attention and CTC loss match
-    PyTorch's float64 reference to round-off: layouts, gate order and the CTC recursion
-    (jit mode, the cheaper to run; both modes share the model code)."""
-    cells = [(m, t) for m in FLOAT64_MODELS for t in ("backward", "jacobian_vectorized")]
-    workloads = {f"{m}/{t}": tiny(m, t, "jit") for m, t in cells}
-    code = ("import json, os, numpy as np; from adbench import spec; "
+FLOAT64_CELLS = {f"{m}/{t}": tiny(m, t, "jit") for m in FLOAT64_MODELS
+                 for t in ("backward", "jacobian_vectorized")}
+
+
+@pytest.fixture(scope="module")
+def float64_run(tmp_path_factory) -> dict:
+    """One process of the JAX environment in float64: FLOAT64_CELLS' derivatives, and
+    (`lstm_true_length`) the fixed-shape LSTM's loss and gradients on the first batch of the
+    variable-length tasks' reference workload (spec.make_batches of backward_varlen: every
+    example at the batch's true length), the LSTM sequence cells' reference until torch's."""
+    sequence = {**tiny("lstm", "backward_varlen", "jit", seed=SEQUENCE_SEED), "warmup": 0,
+                "iterations": 1}
+    code = ("import json, os, jax, numpy as np; from adbench import spec; "
             "from adbench.backends import jax_backend as jb; jb.configure_threads(1); "
-            f"cells = {workloads!r}; out = {{}}\n"
+            f"cells = {FLOAT64_CELLS!r}; out = {{}}\n"
             "for key, c in cells.items():\n"
             "    w = spec.Workload(model=c['model'], seed=c['seed'], task=c['task'], "
             "n_samples=c['n_samples'], batch_size=c['batch_size'], warmup=0, iterations=1)\n"
             "    loss, arrays = jb.prepare(w, c['mode'], 'cpu', dtype='float64').derivatives(0)\n"
             "    out[key] = [loss, [a.tolist() for a in arrays]]\n"
+            "jax.config.update('jax_enable_x64', True)\n"
+            f"c = {sequence!r}\n"
+            "w = spec.Workload(model=c['model'], seed=c['seed'], task=c['task'], "
+            "n_samples=c['n_samples'], batch_size=c['batch_size'], warmup=0, iterations=1)\n"
+            "batch = spec.make_batches(w)[0]\n"
+            "assert (batch['lengths'] == batch['x'].shape[1]).all()  # the true length\n"
+            "names = [p.name for p in w.spec.params]\n"
+            "params = {n: a.astype(np.float64) for n, a in zip(names, spec.make_params(w))}\n"
+            "x, y = batch['x'].astype(np.float64), batch['y'].astype(np.float64)\n"
+            "forward = jb.lstm(w.spec)\n"
+            "value, grads = jax.value_and_grad("
+            "lambda p: jb.l2_loss(forward(p, x, None), y))(params)\n"
+            "out['lstm_true_length'] = [float(value), [np.asarray(grads[n]).tolist() "
+            "for n in names]]\n"
             "json.dump(out, open(os.environ['OUT'], 'w'))")
-    out = in_jax(code, tmp_path)
-    for key, c in workloads.items():
+    return in_jax(code, tmp_path_factory.mktemp("float64"))
+
+
+def test_float64_models_match_the_reference_to_round_off(float64_run):
+    """With jax_enable_x64 the hand-written CNN, LSTM, attention and CTC loss match
+    PyTorch's float64 reference to round-off: layouts, gate order and the CTC recursion
+    (jit mode, the cheaper to run; both modes share the model code)."""
+    out = float64_run
+    for key, c in FLOAT64_CELLS.items():
         workload = spec.Workload(model=c["model"], seed=c["seed"], task=c["task"],
                                  n_samples=c["n_samples"], batch_size=c["batch_size"])
         ref_loss, refs = reference.reference_derivatives(workload)
