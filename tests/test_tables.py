@@ -329,7 +329,7 @@ def test_make_tables_writes_every_table_even_unmeasured_ones(aggregate, tmp_path
     )
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [f"{t.name}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")]
-        + [make_tables.MEMORY_FILE]
+        + [make_tables.MEMORY_FILE, make_tables.VARLEN_FILE]
     )
     empty = pd.read_csv(out / f"{MISSING_TABLE}.csv")
     assert empty.empty and list(empty.columns) == tables.TIDY_COLUMNS

@@ -74,6 +74,7 @@ rule tables:
     output:
         reported_tables(),
         reported(MEMORY_FILE, "memory", "Tables"),
+        reported(VARLEN_FILE, "varlen", "Tables"),
     log:
         tree("logs/tables.log"),
     conda:

@@ -288,6 +288,7 @@ def tolerance_args():
 
 TABLE_FILES = [tree(f"tables/{t}.{ext}") for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")]
 MEMORY_FILE = tree("tables/memory.csv")  # make_tables.MEMORY_FILE
+VARLEN_FILE = tree("tables/varlen.csv")  # make_tables.VARLEN_FILE
 FIGURE_FILES = {
     f"{name}_{ext}": tree(f"figures/{name}.{ext}")
     for name in (

@@ -205,6 +205,7 @@ def main(argv=None) -> int:
     summary = stats.across_seeds(trials)
     first = stats.first_iteration_stats(summarised)
     cells = stats.with_time_to_first_step(cells, first)
+    cells = stats.with_sequence_epochs(cells, stats.sequence_epochs(summarised))
     warmup = stats.warmup_of_cells(summarised, rules["warmup_window"], rules["warmup_tolerance"])
     cells = stats.with_warmup_and_noise(cells, warmup, trials, rules["noise_threshold"])
     bootstrap = stats.bootstrap_replicates(summarised, rules["bootstrap_replicates"],

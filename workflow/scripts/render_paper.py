@@ -26,7 +26,7 @@ import pandas as pd
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import findings, hypotheses, paper_context, paper_tables, report_stats, stats  # noqa: E402
-from adbench import graphs, scaling, variants  # noqa: E402
+from adbench import graphs, scaling, variants, varlen  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
 from adbench.formatting import latex  # noqa: E402
 from adbench.spec import TABLES, TableInfo  # noqa: E402
@@ -144,6 +144,8 @@ def extensions_context(inputs: Inputs, args) -> dict:
     return {
         "variants": variants.variants_context(inputs.cells, inputs.verdicts, inputs.comparisons,
                                               inputs.study),
+        "varlen": varlen.varlen_context(inputs.cells, inputs.verdicts, inputs.comparisons,
+                                        inputs.study),
         "graphs": graphs.graphs_context(args.graphs) if args.graphs else None,
         "scaling": (scaling.scaling_context(args.scaling_table, args.peak,
                                             scaling_figures(args))

@@ -21,7 +21,7 @@ from adbench import spec
 from adbench.formatting import percent
 from adbench.scaling import CHEAP_GRADIENT_BOUND
 from adbench.selection import pairs
-from adbench.stats import FIRST_OVER_STEADY, HELD_AFTER_STEP
+from adbench.stats import EPOCH, FIRST_OVER_STEADY, HELD_AFTER_STEP
 
 # The practical margin of every claim, fixed before looking at the data: a difference under
 # 10% is not one a user would choose a framework for (and the study's own gaps are larger).
@@ -263,6 +263,26 @@ def graph_freed() -> Claim:
     )
 
 
+def varying_lengths() -> Claim:
+    """004: a dynamic graph runs each input at its own length, where a static one must pad."""
+    return Claim(
+        "varying_lengths",
+        "an epoch of batches of varying length (the same lengths for every condition) padded "
+        "to the maximum over the same epoch with each batch at its true length (define-by-run "
+        "in eager modes; a compiled mode retracing or recompiling per new length as it does by "
+        "default), every sequence model and (framework, mode), compilations included: above 1 "
+        "where running each batch at its own length is the cheaper",
+        "greater",
+        tuple(
+            Comparison(Side(f, m, model, "backward_padded", EPOCH),
+                       Side(f, m, model, "backward_varlen", EPOCH))
+            for f, m in pairs()
+            for model in spec.MODELS
+            if spec.MODELS[model].sequence_features
+        ),
+    )
+
+
 def cheap_gradient() -> Claim:
     """The cheap-gradient principle, per (framework, mode) that times its forward apart."""
     return Claim(
@@ -293,5 +313,6 @@ CLAIMS: tuple[Claim, ...] = (
     first_step_only_compiled(),
     frozen_subgraphs(),
     graph_freed(),
+    varying_lengths(),
     cheap_gradient(),
 )

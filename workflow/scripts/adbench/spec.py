@@ -801,6 +801,8 @@ def make_data(workload: Workload) -> dict[str, np.ndarray]:
     stream = lambda k: np.random.default_rng([workload.seed, 1, k])  # noqa: E731
     shape = spec.input_shape
     if workload.sequence is not None:  # the longest sequence; batches take their length of it
+        if spec.sequence_features is None:
+            raise ValueError(f"{workload.model} reads no sequence: no data for {workload.task}")
         shape = (SEQUENCE_LENGTHS[1], spec.sequence_features)
     if spec.target == "onehot" or spec.loss == "xent":
         x = stream(0).random((rows, *shape), dtype=np.float32)

@@ -60,6 +60,48 @@ def first_iteration_stats(iterations: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# A variable-length task's epoch (spec.SEQUENCES), per process: its measured iterations are
+# one epoch of varying lengths, so its time is their sum, compilations included; the
+# iterations that traced anew (the `traces` counter rose) are its retraces.
+EPOCH = "epoch_s"
+SEQUENCE_COLUMNS = [EPOCH, "epoch_steps", "epoch_mean_length", "steady_step_s", "n_traces",
+                    "retrace_s"]
+
+
+def sequence_epochs(iterations: pd.DataFrame) -> pd.DataFrame:
+    """Per cell of a variable-length task (rows with a sequence_length): SEQUENCE_COLUMNS.
+    steady_step_s is the median step of the iterations that did not trace; retrace_s the
+    time the tracing iterations took beyond it; n_traces and retrace_s are NaN where the
+    mode exposes no counter."""
+    if "sequence_length" not in iterations:
+        return pd.DataFrame(columns=[*CELL_FIELDS, *SEQUENCE_COLUMNS])
+    rows = []
+    sequences = iterations[iterations["sequence_length"].notna()].sort_values("iteration")
+    for cell, group in sequences.groupby(list(CELL_FIELDS), observed=True):
+        measured = group[group["phase"] == "measured"]
+        if measured.empty:
+            continue
+        traces = pd.to_numeric(group["traces"], errors="coerce") if "traces" in group else None
+        counted = traces is not None and traces.notna().all()
+        new = (traces.diff().fillna(traces) > 0)[measured.index] if counted else \
+            pd.Series(False, index=measured.index)
+        steady = measured.loc[~new, "step_s"].median()
+        rows.append({**dict(zip(CELL_FIELDS, cell)),
+                     EPOCH: measured["step_s"].sum(),
+                     "epoch_steps": int(len(measured)),
+                     "epoch_mean_length": measured["sequence_length"].mean(),
+                     "steady_step_s": steady,
+                     "n_traces": int(new.sum()) if counted else np.nan,
+                     "retrace_s": (measured.loc[new, "step_s"] - steady).clip(lower=0).sum()
+                     if counted else np.nan})
+    return pd.DataFrame(rows, columns=[*CELL_FIELDS, *SEQUENCE_COLUMNS])
+
+
+def with_sequence_epochs(cells: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
+    """cells + SEQUENCE_COLUMNS (NaN for fixed-shape cells)."""
+    return cells.merge(epochs, on=list(CELL_FIELDS), how="left")
+
+
 def with_time_to_first_step(cells: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     """cells + time_to_first_step_s: the ahead-of-time compile (trace, pytensor.function; 0
     for modes that compile lazily) plus the first timed iteration, which pays any lazy
@@ -179,7 +221,7 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
     """Per process (cell), quantity and statistic (inference.STATISTICS): the statistic of its
     measured iterations and `replicates` draws of it from its iterations resampled.  With
     `cells` (the cells table, time_to_first_step_s added) also FIRST_OVER_STEADY and the
-    memory held after a step (HELD_AFTER_STEP) per process."""
+    per-process readings (PER_PROCESS: the memory held after a step, a variable-length epoch)."""
     measured = iterations[iterations["phase"] == "measured"]
     keys = list(CELL_FIELDS)
     first = ({} if cells is None else
@@ -215,6 +257,8 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
 # a GPU step's host memory says nothing of the graph it keeps on the device).
 HELD_AFTER_STEP = "held_after_step_bytes"
 HELD_AFTER_STEP_FIELD = {"cpu": "rss_after_step_bytes", "cuda": "device_after_step_bytes"}
+# The quantities a claim compares that a process reads once (memory_rows).
+PER_PROCESS = (HELD_AFTER_STEP, EPOCH)
 
 
 def held_after_step(cells: pd.DataFrame) -> pd.Series:
@@ -228,11 +272,12 @@ def held_after_step(cells: pd.DataFrame) -> pd.Series:
 
 
 def memory_rows(cells: pd.DataFrame, replicates: int) -> list[dict]:
-    """One reading per process, so its replicates are that reading repeated: the spread of a
-    condition's memory comes from resampling its processes (inference.over_processes)."""
+    """The quantities read once per process (the memory held after a step, a variable-length
+    epoch), so a reading's replicates are that reading repeated: the spread of a condition's
+    comes from resampling its processes (inference.over_processes)."""
     rows = []
     held = cells.assign(**{HELD_AFTER_STEP: held_after_step(cells)})
-    for quantity in (HELD_AFTER_STEP,):
+    for quantity in (q for q in PER_PROCESS if q in held):
         ok = held[(held["status"] == "ok") & held[quantity].notna()]
         for record in ok.to_dict("records"):
             value = float(record[quantity])
