@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adbench import spec
-from adbench.backends import (Prepared, UnsupportedCell, device_not_visible, no_sync,
-                              trained_params)
+from adbench.backends import (Prepared, UnsupportedCell, check_sequence_model,
+                              device_not_visible, no_sync, trained_params)
 from adbench.timing import split_timer, whole_timer
 
 
@@ -162,6 +162,14 @@ class LSTMNet(nn.Module):
         out, _ = self.lstm(x)
         return self.fc(out[:, -1])
 
+    def sequence(self, x: Tensor, aux: Tensor, lengths: Tensor) -> Tensor:
+        """A variable-length batch (B, T, features): the LSTM over all T steps, each
+        example's output gathered at its last true step (lengths - 1; a true-length batch's
+        last step), then the dense layer."""
+        out, _ = self.lstm(x)
+        last = (lengths - 1).view(-1, 1, 1).expand(-1, 1, out.shape[2])
+        return self.fc(out.gather(1, last).squeeze(1))
+
 
 class Bottleneck(nn.Module):
     def __init__(self, block: dict):
@@ -229,6 +237,16 @@ class RNNCell(nn.Module):
     def forward(self, x: Tensor, aux: Tensor) -> Tensor:
         return torch.tanh(torch.mm(aux, self.W_h.t()) + torch.mm(x, self.W_x.t()))
 
+    def sequence(self, x: Tensor, aux: Tensor, lengths: Tensor) -> Tensor:
+        """A variable-length batch (B, T, inputs): the cell unrolled over the T steps from
+        h0 = aux (a Python loop, as the slides' users write it), each example's state kept
+        past its true length by a mask (the same code for every strategy)."""
+        h = aux
+        for t in range(x.shape[1]):
+            h_new = torch.tanh(torch.mm(h, self.W_h.t()) + torch.mm(x[:, t], self.W_x.t()))
+            h = torch.where((lengths > t).unsqueeze(1), h_new, h)
+        return h
+
 
 FAMILIES = {"mlp": MLP, "cnn": CNN, "lstm": LSTMNet, "resnet": ResNet,
             "attention": SelfAttention, "ctc": CTCNet, "rnn_cell": RNNCell}
@@ -253,6 +271,19 @@ class WithLoss(nn.Module):
             lengths = torch.full((pred.shape[0],), aux.shape[1], dtype=torch.long)
             return F.ctc_loss(pred.transpose(0, 1), aux, steps, lengths, blank=0,
                               reduction="sum")
+        return pred.sum()
+
+
+class SequenceLoss(WithLoss):
+    """WithLoss on a variable-length batch: `(x, aux, lengths)`, the model's `sequence`
+    (the LSTM's output at lengths - 1; the RNN cell's masked state), then the same loss
+    (the LSTM's l2, the RNN cell's sum).  Shares the model (and its parameters) with the
+    WithLoss that `build` made."""
+
+    def forward(self, x: Tensor, aux: Tensor, lengths: Tensor) -> Tensor:
+        pred = self.model.sequence(x, aux, lengths)
+        if self.loss == "l2":
+            return torch.norm(aux - pred)
         return pred.sum()
 
 
@@ -379,6 +410,12 @@ MODE_CHOICES = {
 }
 
 
+# The variable-length task with dynamic shapes (spec.SEQUENCES["dynamic"]) in compile mode.
+DYNAMIC_COMPILE_CHOICE = (
+    "torch.compile(backend='inductor', mode=None, dynamic=True, fullgraph=False): Dynamo + "
+    "AOTAutograd + Inductor {kernels} kernels, compiled lazily in the first timed iteration "
+    "(compile_s 0), sizes symbolic from the first compilation")
+
 # What Inductor generates per device (MODE_CHOICES["compile"]).
 INDUCTOR_KERNELS = {"cpu": "C++/OpenMP", "cuda": "Triton"}
 
@@ -477,6 +514,18 @@ COMPILE_NOTES = {
 }
 
 
+# The same on a variable-length batch (the sequence tasks' choices["graph"]).
+SEQUENCE_COMPILE_NOTES = {
+    "lstm": "Dynamo does not trace nn.LSTM (torch._dynamo.config.allow_rnn=False, the "
+            "default): LSTMNet.sequence, whose first op it is, runs eagerly as a whole (the "
+            "LSTM, the gather at lengths - 1, the dense layer); only the loss is compiled, so "
+            "no compiled graph has a time dimension (a new length retraces only the calling "
+            "frame, whose guards saw x's shape)",
+    "rnn_cell": "the cell's Python loop over range(T) is unrolled into one graph per length: "
+                "Dynamo guards on T (dynamic=True or not), so every new length compiles anew",
+}
+
+
 def _require_a_graph(prepared: Prepared, workload: spec.Workload) -> None:
     """Refuse a compile cell whose first call compiled no graph at all.
 
@@ -513,23 +562,31 @@ def _require_a_graph(prepared: Prepared, workload: spec.Workload) -> None:
 def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float32") -> Prepared:
     if mode not in MODE_CHOICES:
         raise UnsupportedCell(f"torch has no mode {mode!r}")
+    check_sequence_model(workload)
     dev = _torch_device(device)
     numerics = apply_cuda_numerics(spec.CUDA_NUMERICS) if device == "cuda" else {}
     sync = device_sync(device)
     tdtype = getattr(torch, dtype)
     net, binds = build(workload.spec, spec.make_params(workload), dev, tdtype)
     # Batches on the device up front: data transfer is not part of the timing.
-    batches = [tuple(_tensor(b[k], dev, tdtype) for k in ("x", "h0" if "h0" in b else "y"))
+    # A variable-length task's batches also carry each example's true length (int64).
+    lengths = ("lengths",) if workload.sequence else ()
+    batches = [tuple(_tensor(b[k], dev, tdtype)
+                     for k in ("x", "h0" if "h0" in b else "y", *lengths))
                for b in spec.make_batches(workload)]
     cache = _inductor_cache(torch.get_num_threads()) if mode == "compile" else {}
-    if mode == "compile" and workload.spec.family in COMPILE_NOTES:
-        cache["graph"] = COMPILE_NOTES[workload.spec.family]
+    notes = SEQUENCE_COMPILE_NOTES if workload.sequence else COMPILE_NOTES
+    if mode == "compile" and workload.spec.family in notes:
+        cache["graph"] = notes[workload.spec.family]
     task = TASK_BUILDERS[workload.task]
     prepared = task(net, binds, batches, workload, sync, mode)
     if mode == "compile":
         _require_a_graph(prepared, workload)
+    model_choice = MODE_CHOICES[mode]
+    if mode == "compile" and workload.sequence == "dynamic":
+        model_choice = DYNAMIC_COMPILE_CHOICE
     prepared.choices.update({
-        "model": MODE_CHOICES[mode].format(kernels=INDUCTOR_KERNELS[device]),
+        "model": model_choice.format(kernels=INDUCTOR_KERNELS[device]),
         "inference_mode": inference_mode(net, device),
         **cache, **numerics,
     })
@@ -783,6 +840,164 @@ def loss_jacobian_task(net, binds, batches, workload, sync, mode) -> Prepared:
                                        "torch.func.functional_call", **notes}, compile_s)
 
 
+# ================================================================ variable-length tasks
+def _sequence_refusal(mode: str, strategy: str, workload: spec.Workload) -> str | None:
+    """Why a mode cannot run a variable-length strategy as its users would, or would compute
+    a wrong thing silently; None where it can."""
+    if strategy == "dynamic" and mode != "compile":
+        return {
+            "eager": "eager PyTorch has no dynamic-shape option and needs none: define-by-run "
+                     "runs every batch at its own length, which is the true-length task "
+                     "(backward_varlen)",
+            "script": "torch.jit.script has no dynamic-shape option: a scripted graph runs "
+                      "every length as it is (the true-length task, backward_varlen); "
+                      "TorchScript's one shape setting, torch.jit.set_fusion_strategy, "
+                      "concerns its fuser and already defaults to dynamic specialisations",
+            "trace": "torch.jit.trace has no dynamic-shape option: it records the operations "
+                     "of one call on one example (the lengths a trace serves as it is: "
+                     "backward_varlen)",
+        }[mode]
+    if mode == "trace" and workload.spec.family == "rnn_cell" and strategy != "padded":
+        first = spec.padded_length(strategy, workload.sequence_length(0))
+        return (f"torch.jit.trace unrolls the RNN cell's Python loop over range(T) at the "
+                f"first batch's length ({first} steps): a longer batch would silently run "
+                f"only {first} of its steps (a wrong gradient), a shorter one fail; only the "
+                f"padded task (every batch {spec.SEQUENCE_LENGTHS[1]} steps) has one length")
+    return None
+
+
+def _shape_policy(mode: str, strategy: str, family: str) -> str:
+    """How the mode serves the batches' lengths (choices["shape_policy"])."""
+    if mode == "eager":
+        return "define-by-run: each batch runs at the steps it has, no shape to fix"
+    if mode == "script":
+        loop = ("the RNN cell's loop over range(T) a TorchScript loop" if family == "rnn_cell"
+                else "nn.LSTM one aten::lstm op over the whole sequence")
+        return (f"one torch.jit.script graph for every length ({loop}); the profiling "
+                "executor's default shape specialisation, nothing set")
+    if mode == "trace":
+        if family == "rnn_cell":
+            return (f"one torch.jit.trace of the loop unrolled over {spec.SEQUENCE_LENGTHS[1]} "
+                    "steps, the length of every (padded) batch")
+        return ("one torch.jit.trace on the first batch for every length: nn.LSTM is one "
+                "aten::lstm op over the whole sequence, the gather reads the lengths input")
+    if strategy == "dynamic":
+        return ("torch.compile(dynamic=True): sizes symbolic from the first compilation, "
+                "except those the code specialises on")
+    return ("torch.compile(dynamic=None), the default: the first shape compiles static, a "
+            "new one recompiles with the changed size symbolic (automatic dynamic) unless the "
+            "code specialises on it")
+
+
+def _sequence_shapes(workload: spec.Workload) -> str:
+    """The batch lengths (time steps as the strategy pads them) of the cell's iterations."""
+    steps = sorted({spec.padded_length(workload.sequence, workload.sequence_length(i))
+                    for i in range(workload.total_iterations)})
+    return (f"{len(steps)} distinct over {workload.total_iterations} iterations "
+            f"(warm-up included): {', '.join(map(str, steps))}")
+
+
+def _no_trace_count() -> None:
+    """Prepared.traces where the mode exposes no count: TorchScript (script, trace) keeps
+    its profiling executor's shape specialisations to itself."""
+    return None
+
+
+def _dynamo_frames() -> int:
+    """Frames Dynamo has traced and compiled in this process (each recompilation counted,
+    whether or not it produced a graph)."""
+    from torch._dynamo.utils import counters
+
+    return counters["frames"]["ok"]
+
+
+def _recompile_limit_hits() -> int:
+    """Times Dynamo gave up recompiling a frame at its recompile limit (cache_size_limit)."""
+    from torch._dynamo.utils import counters
+
+    return sum(n for reason, n in counters["unimplemented"].items()
+               if "recompile limit" in reason.lower() or "cache size limit" in reason.lower())
+
+
+def sequence_task(net, binds, batches, workload, sync, mode) -> Prepared:
+    """A variable-length task: the backward step of SequenceLoss(model) on batches of the
+    strategy's lengths (batch = (x, aux, lengths)), as backward_task times it."""
+    strategy, family = workload.sequence, workload.spec.family
+    why = _sequence_refusal(mode, strategy, workload)
+    if why:
+        raise UnsupportedCell(why)
+    if net.loss not in ("l2", "sum") or not hasattr(net.model, "sequence"):
+        raise UnsupportedCell(f"torch backend reads no sequence with {workload.model}")
+    binds = freeze(binds, workload)
+    params = [p for p, _, _ in binds]
+    module = SequenceLoss(net.model, net.loss)
+    module.training = net.training  # not .eval(): on CUDA, cuDNN's LSTM stays in train mode
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    if mode == "compile" and strategy == "dynamic":  # lazily, at the first timed call
+        f, compile_s, notes = torch.compile(module, backend="inductor", dynamic=True), 0.0, {}
+    else:
+        f, compile_s, notes = transform(module, mode, batch(0))
+    choices = {"backward": "loss.backward(), .grad cleared outside the clock",
+               "sequence_strategy": f"{strategy}: {spec.SEQUENCES[strategy]}",
+               "sequence_shapes": _sequence_shapes(workload),
+               "shape_policy": _shape_policy(mode, strategy, family),
+               "sequence_model": SEQUENCE_MODELS[family], **notes}
+
+    def clear():  # outside the clock: each step starts with no accumulated .grad
+        for p in params:
+            p.grad = None
+
+    def run(i, clock):
+        clear()
+        return split_timer(lambda: f(*batch(i)), Tensor.backward, sync, clock)
+
+    def derivatives(i):
+        clear()
+        loss = f(*batch(i))
+        loss.backward()
+        return float(loss.detach()), to_canonical(binds, [p.grad for p in params])
+
+    traces = _no_trace_count  # script, trace
+    if mode == "eager":
+        traces = lambda: 0  # noqa: E731
+    elif mode == "compile":
+        # Past torch._dynamo.config.recompile_limit recompilations of a frame, Dynamo runs
+        # it eagerly for every shape it has not compiled, without an error: PyTorch's
+        # default behaviour, so the cell is timed, not refused (_require_a_graph still
+        # refuses one whose first call compiled nothing); the fallback is recorded in the
+        # choices when it happens (outside the clock), and `traces` stops growing there.
+        from torch._dynamo import config as dynamo_config
+
+        limit = dynamo_config.recompile_limit
+        choices["recompile_limit"] = (
+            f"torch._dynamo.config.recompile_limit={limit}: a frame compiled {limit} times "
+            "runs eagerly for every shape it has not compiled (Dynamo's fallback, no error); "
+            "choices['compile_fallback'] says whether and when that happened")
+        frames, hits = _dynamo_frames(), _recompile_limit_hits()
+        traces = lambda: _dynamo_frames() - frames  # noqa: E731
+        timed = run
+
+        def run(i, clock):
+            sample = timed(i, clock)
+            if "compile_fallback" not in choices and _recompile_limit_hits() > hits:
+                choices["compile_fallback"] = (
+                    f"recompile_limit hit at iteration {i} (a batch of "
+                    f"{batch(i)[0].shape[1]} steps): from there a length not compiled "
+                    "before ran eagerly, under the torch.compile label")
+            return sample
+
+    return Prepared(run, derivatives, choices, compile_s, traces)
+
+
+# How each model reads a variable-length batch (choices["sequence_model"]).
+SEQUENCE_MODELS = {
+    "lstm": "nn.LSTM over the batch's T steps, each example's output gathered at lengths - 1, "
+            "then the dense layer and the l2 loss",
+    "rnn_cell": "the cell unrolled in a Python loop over the batch's T steps from h0, "
+                "h = torch.where(t < lengths, h_new, h), loss sum(h)",
+}
+
+
 TASK_BUILDERS = {
     "backward": backward_task,
     "backward_frozen": backward_task,
@@ -790,4 +1005,5 @@ TASK_BUILDERS = {
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": jacobian_vectorized_task,
     "loss_jacobian": loss_jacobian_task,
+    **{task: sequence_task for task in spec.SEQUENCE_TASKS},
 }
