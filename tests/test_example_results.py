@@ -80,3 +80,36 @@ def test_the_paper_builds_from_the_example_without_measuring(tmp_path):
     text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True,
                           check=True).stdout
     assert re.search(r"cuda\s*\(NVIDIA\s+H100", text)
+
+
+# ------------------------------------------------------------- the H200's cells (no gradients)
+H200 = REPO / "example-results/cuda-h200"
+
+
+def test_the_h200_config_names_exactly_its_committed_cells_and_each_was_checked():
+    config = yaml.safe_load((H200 / "config.yaml").read_text())
+    assert config["results"] == "example-results/cuda-h200"
+    cells = spec.config_cells(config)
+    committed = {str(p.relative_to(H200)) for p in (H200 / "raw").rglob("*.parquet")}
+    assert committed == {c.raw_path for c in cells}
+    checks = pd.read_csv(H200 / "checks/gradients.csv")
+    for cell in cells:
+        info = schema.read_provenance(H200 / cell.raw_path)
+        assert info["cell"]["device"] == "cuda" and (H200 / cell.log_path).is_file()
+        mine = checks[(checks["framework"] == cell.framework) & (checks["mode"] == cell.mode)
+                      & (checks["model"] == cell.model) & (checks["task"] == cell.task)
+                      & (checks["seed"] == cell.seed)]
+        assert len(mine) == 1 and mine["status"].iloc[0] == info["status"]
+        if info["status"] == "ok":
+            assert mine["passed"].iloc[0]
+            assert info["device_name"] == info["gpu"]["name"] == "NVIDIA H200"
+            assert info["peak_device_memory_bytes"] >= info["device_after_step_bytes"] > 0
+
+
+def test_the_h200_retained_graph_holds_more_device_memory_than_the_freed_one():
+    """The measurement behind graph_freed on a GPU: device memory, not the host's."""
+    memory = pd.read_csv(H200 / "tables/memory.csv")
+    torch_fcn = memory[(memory["framework"] == "torch") & (memory["model"] == "fcn")]
+    held = torch_fcn.set_index(["mode", "task"])["device_held_after_step_bytes"]
+    for mode in ("eager", "script", "trace"):
+        assert held[(mode, "backward_retained")] > held[(mode, "backward")]
