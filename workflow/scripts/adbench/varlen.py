@@ -20,7 +20,7 @@ from adbench.spec import (
 )
 from adbench.stats import EPOCH, SEQUENCE_COLUMNS
 from adbench.tables import column_label, spec_order
-from adbench.verdicts import NOT_MEASURED
+from adbench.variants import comparison_rows
 
 # tables/varlen.csv: per condition, medians over its ok processes.
 VARLEN_KEYS = ["device", "framework", "mode", "model", "task", "threads"]
@@ -68,16 +68,6 @@ def table_rows(table: pd.DataFrame) -> list[dict]:
              "epoch": seconds(r.epoch_s), "steady": milliseconds(r.steady_step_s),
              "traces": traces(r.n_traces), "retrace": seconds(r.retrace_s)}
             for r in table.itertuples()]
-
-
-def comparison_rows(comparisons: pd.DataFrame, key: str) -> list[dict]:
-    mine = comparisons[(comparisons["claim"] == key)
-                       & (comparisons["verdict"] != NOT_MEASURED)]
-    return [{"model": latex(MODELS[r["numerator_model"]].label),
-             "mode": latex(column_label(r["numerator_framework"], r["numerator_mode"])),
-             "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
-             "processes": int(r["n_processes"]), "verdict": latex(r["verdict"])}
-            for _, r in mine.iterrows()]
 
 
 def claims_of_sequences() -> list:
