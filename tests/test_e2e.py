@@ -138,8 +138,17 @@ def test_statistics_and_verdicts_come_from_the_runs_data(run):
     assert 1 < eager["cheap_gradient_ratio"].iloc[0] < 50 and eager["gflops"].iloc[0] > 0
     by_claim = claims.set_index("claim")
     assert by_claim.loc["cheap_gradient", "verdict"] not in ("not measured", "one process")
-    for key in ("frozen_subgraphs", "graph_freed"):
+    for key in ("frozen_subgraphs", "graph_freed", "varying_lengths"):
         assert by_claim.loc[key, "verdict"] == "one process", by_claim.loc[key]
+    # Varying lengths: an epoch per cell, tf.function retracing per new length (most of the
+    # tiny epoch's lengths are new), the padded epoch's one shape traced in the warm-up,
+    # define-by-run never.
+    assert r"\label{sec:varlen}" in tex
+    varlen = pd.read_csv(run / OUT / "tables/varlen.csv").set_index(["framework", "strategy"])
+    assert (varlen["epoch_s"] > 0).all()
+    assert varlen.loc[("tensorflow", "true"), "n_traces"] >= 5
+    assert varlen.loc[("tensorflow", "padded"), "n_traces"] == 0
+    assert varlen.loc[("torch", "true"), "n_traces"] == 0
 
 
 def test_snakemakes_report_holds_every_result_with_its_caption(run, tmp_path):
