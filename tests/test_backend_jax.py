@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from adbench import reference, spec
-from adbench.backends import UnsupportedCell
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
@@ -29,19 +28,21 @@ CELLS.cells = [c for c in CELLS.cells if not (c["mode"] == "eager" and c["model"
 CELLS.cells += variant_cells("jax")
 test_cell_matches_the_float64_reference = CELLS.cell_test()  # the fixed-shape cells
 
-# The variable-length tasks (spec.SEQUENCE_TASKS), in the same runner process: both sequence
-# models x both modes.  The seed plants the lengths 7, 5, 11 (buckets 8, 8, 16) on the first
-# three batches: short, so eager's op-by-op scans stay cheap (each new step index compiles
-# one more slice: lax.scan's loop under disable_jit), a new length that shares a bucket, and
-# a first batch (the one checked) that bucketing pads, so its mask is checked too.  Budget:
-# eager padded (the eager varlen code at 64 steps: ~10 s of slice compilations) is left out;
-# eager bucketed checks the mask in eager mode, jit padded the padding to 64.
+# The variable-length tasks (spec.SEQUENCE_TASKS), in the same runner process: the RNN cell
+# in both modes and every strategy but eager padded, the LSTM at its true length.  The seed
+# plants the lengths 7, 5, 11 (buckets 8, 8, 16) on the first three batches: short, so
+# eager's op-by-op scans stay cheap (each new step index compiles one more slice: lax.scan's
+# loop under disable_jit), a new length that shares a bucket, and a first batch (the one
+# checked) that bucketing pads, so its mask is checked too.  Budget: eager padded (64 steps:
+# ~10 s of slice compilations) is left out; eager bucketed checks the mask in eager mode,
+# jit padded the padding to 64; the LSTM shares the RNN cell's sequence code path.
 SEQUENCE_SEED = 5959
 SEQUENCE_LENGTHS = (7, 5, 11)
 SEQUENCE_CELLS = [tiny(model, task, mode, seed=SEQUENCE_SEED)
                   for mode in spec.FRAMEWORKS["jax"].modes for model in ("lstm", "rnn_cell")
                   for task in spec.SEQUENCE_TASKS
-                  if (mode, task) != ("eager", "backward_padded")]
+                  if (mode, task) != ("eager", "backward_padded")
+                  and (model == "rnn_cell" or task == "backward_varlen")]
 FIRST_SEQUENCE_CELL = len(CELLS.cells)
 CELLS.cells += SEQUENCE_CELLS
 results = CELLS.results_fixture()
@@ -56,29 +57,12 @@ def _workload(cell: dict) -> spec.Workload:
                          warmup=cell["warmup"], iterations=cell["iterations"])
 
 
-def _torch_reference_of(workload: spec.Workload):
-    """The spec's reference, or None while the torch backend (the LSTM's float64 reference)
-    has no variable-length task yet."""
-    try:
-        return reference.reference_derivatives(workload)
-    except (KeyError, UnsupportedCell):  # torch's TASK_BUILDERS lacks the task
-        return None
-
-
 @pytest.mark.parametrize("k", range(FIRST_SEQUENCE_CELL, len(CELLS.cells)),
                          ids=[f"{c['mode']}-{c['model']}-{c['task']}" for c in SEQUENCE_CELLS])
-def test_sequence_cell_matches_the_float64_reference(results, k, request, monkeypatch):
+def test_sequence_cell_matches_the_float64_reference(results, k):
     """A variable-length cell against the float64 reference, checked as every other cell:
-    the RNN cell's is the numpy BPTT; the LSTM's is torch's float64 eager run, and until
-    the torch backend has the task, the float64 JAX LSTM of the fixed-shape task (matched
-    to torch's to round-off below) run on the batch at its true length: no padding, no
-    gather, so the sequence code's mask is checked by a path without one."""
+    the RNN cell's is the numpy BPTT, the LSTM's torch's float64 eager run."""
     cell = CELLS.cells[k]
-    if spec.MODELS[cell["model"]].reference == "torch" \
-            and _torch_reference_of(_workload(cell)) is None:
-        truncated = request.getfixturevalue("float64_run")["lstm_true_length"]
-        ref = (truncated[0], [np.asarray(a, dtype=np.float64) for a in truncated[1]])
-        monkeypatch.setattr(reference, "reference_derivatives", lambda workload: ref)
     CELLS.check_cell(results, k)
     result = results["cells"][k]
     if result["status"] == "ok":
@@ -111,7 +95,7 @@ def test_sequence_traces_count_each_new_shape(results):
     assert traces["jit", "rnn_cell", "backward_bucketed"] == [1, 1, 2]
     assert traces["jit", "rnn_cell", "backward_padded"] == [1, 1, 1]
     assert traces["jit", "lstm", "backward_varlen"] == [1, 2, 2]
-    assert traces["eager", "lstm", "backward_varlen"] == [0, 0, 0]
+    assert traces["eager", "rnn_cell", "backward_varlen"] == [0, 0, 0]
     fixed = [r["traces"] for r in results["cells"][:FIRST_SEQUENCE_CELL] if r["status"] == "ok"]
     assert fixed and all(t == [None] * len(t) for t in fixed)  # no counter: schema null
 
@@ -150,12 +134,7 @@ FLOAT64_CELLS = {f"{m}/{t}": tiny(m, t, "jit") for m in FLOAT64_MODELS
 
 @pytest.fixture(scope="module")
 def float64_run(tmp_path_factory) -> dict:
-    """One process of the JAX environment in float64: FLOAT64_CELLS' derivatives, and
-    (`lstm_true_length`) the fixed-shape LSTM's loss and gradients on the first batch of the
-    variable-length tasks' reference workload (spec.make_batches of backward_varlen: every
-    example at the batch's true length), the LSTM sequence cells' reference until torch's."""
-    sequence = {**tiny("lstm", "backward_varlen", "jit", seed=SEQUENCE_SEED), "warmup": 0,
-                "iterations": 1}
+    """One process of the JAX environment in float64: FLOAT64_CELLS' derivatives."""
     code = ("import json, os, jax, numpy as np; from adbench import spec; "
             "from adbench.backends import jax_backend as jb; jb.configure_threads(1); "
             f"cells = {FLOAT64_CELLS!r}; out = {{}}\n"
@@ -164,20 +143,6 @@ def float64_run(tmp_path_factory) -> dict:
             "n_samples=c['n_samples'], batch_size=c['batch_size'], warmup=0, iterations=1)\n"
             "    loss, arrays = jb.prepare(w, c['mode'], 'cpu', dtype='float64').derivatives(0)\n"
             "    out[key] = [loss, [a.tolist() for a in arrays]]\n"
-            "jax.config.update('jax_enable_x64', True)\n"
-            f"c = {sequence!r}\n"
-            "w = spec.Workload(model=c['model'], seed=c['seed'], task=c['task'], "
-            "n_samples=c['n_samples'], batch_size=c['batch_size'], warmup=0, iterations=1)\n"
-            "batch = spec.make_batches(w)[0]\n"
-            "assert (batch['lengths'] == batch['x'].shape[1]).all()  # the true length\n"
-            "names = [p.name for p in w.spec.params]\n"
-            "params = {n: a.astype(np.float64) for n, a in zip(names, spec.make_params(w))}\n"
-            "x, y = batch['x'].astype(np.float64), batch['y'].astype(np.float64)\n"
-            "forward = jb.lstm(w.spec)\n"
-            "value, grads = jax.value_and_grad("
-            "lambda p: jb.l2_loss(forward(p, x, None), y))(params)\n"
-            "out['lstm_true_length'] = [float(value), [np.asarray(grads[n]).tolist() "
-            "for n in names]]\n"
             "json.dump(out, open(os.environ['OUT'], 'w'))")
     return in_jax(code, tmp_path_factory.mktemp("float64"))
 

@@ -140,15 +140,12 @@ def test_statistics_and_verdicts_come_from_the_runs_data(run):
     assert by_claim.loc["cheap_gradient", "verdict"] not in ("not measured", "one process")
     for key in ("frozen_subgraphs", "graph_freed", "varying_lengths"):
         assert by_claim.loc[key, "verdict"] == "one process", by_claim.loc[key]
-    # Varying lengths: an epoch per cell, tf.function retracing per new length (most of the
-    # tiny epoch's lengths are new), the padded epoch's one shape traced in the warm-up,
-    # define-by-run never.
+    # Varying lengths: an epoch per cell, define-by-run tracing nothing (the compiled modes'
+    # retraces: tests/test_varlen_<framework>.py).
     assert r"\label{sec:varlen}" in tex
-    varlen = pd.read_csv(run / OUT / "tables/varlen.csv").set_index(["framework", "strategy"])
-    assert (varlen["epoch_s"] > 0).all()
-    assert varlen.loc[("tensorflow", "true"), "n_traces"] >= 5
-    assert varlen.loc[("tensorflow", "padded"), "n_traces"] == 0
-    assert varlen.loc[("torch", "true"), "n_traces"] == 0
+    varlen = pd.read_csv(run / OUT / "tables/varlen.csv").set_index("strategy")
+    assert (varlen["epoch_s"] > 0).all() and (varlen["n_traces"] == 0).all()
+    assert sorted(varlen.index) == ["padded", "true"]
 
 
 def test_snakemakes_report_holds_every_result_with_its_caption(run, tmp_path):
@@ -522,7 +519,7 @@ def test_faults_of_every_kind_are_recorded_and_the_next_run_retimes_only_theirs(
     killed_cell = next(c for c in tiny_cells() if c.framework == "torch" and c.seed == 1)
     broken_env = [c for c in tiny_cells() if c.framework == "autograd"]
     over_budget = [c for c in tiny_cells() if c.model == "rnn_cell" and c.framework == "torch"
-                   and c.mode == "eager"]
+                   and c.mode == "eager" and c.task in spec.STUDY_TASKS]
     pins = run / "envs" / "autograd.yaml"
     good = pins.read_text()
     missing = "adbench-missing @ file:///nonexistent/adbench_missing-1.0-py3-none-any.whl"

@@ -1,6 +1,8 @@
 """config/paper.yaml, the full configuration, runs at least paper_context.FULL_PROCESSES
 processes (seeds) for every cell that enters a verdict: the number the quick default's paper
-promises it (issue 24, part 7).  The config is expanded as the workflow expands it."""
+promises it (issue 24, part 7); config/varlen.yaml does the same for the variable-length
+claim, whose cells have a config of their own.  Configs are expanded as the workflow
+expands them."""
 
 from __future__ import annotations
 
@@ -16,18 +18,27 @@ from adbench import paper_context
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def paper_cells() -> list:
-    config = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    run = run_config.checked(config, validate=validate, configfiles=["config/paper.yaml"],
+def config_cells(name: str) -> list:
+    config = yaml.safe_load((ROOT / "config" / name).read_text())
+    run = run_config.checked(config, validate=validate, configfiles=[f"config/{name}"],
                              working_dir=ROOT, core_limit=None, conda_enabled=False,
                              python="this-python")
     return run.cells
 
 
+def paper_cells() -> list:
+    return config_cells("paper.yaml")
+
+
+def full_cells() -> list:
+    """The full configurations' cells: the paper's and the variable-length inputs'."""
+    return paper_cells() + config_cells("varlen.yaml")
+
+
 def test_every_cell_entering_a_verdict_runs_the_full_processes():
     sides = paper_context.verdict_sides()
     seeds = defaultdict(set)
-    for cell in paper_cells():
+    for cell in full_cells():
         if (cell.framework, cell.mode, cell.model, cell.task) in sides:
             seeds[(cell.framework, cell.mode, cell.model, cell.task, cell.device,
                    cell.threads)].add(cell.seed)
@@ -39,7 +50,7 @@ def test_every_cell_entering_a_verdict_runs_the_full_processes():
 def test_every_claim_has_cells_in_the_full_configuration():
     from adbench.claims import CLAIMS
 
-    measured = {(c.framework, c.mode, c.model, c.task) for c in paper_cells()}
+    measured = {(c.framework, c.mode, c.model, c.task) for c in full_cells()}
     for claim in CLAIMS:
         assert any(
             (s.framework, s.mode, s.model, s.task) in measured
@@ -59,10 +70,26 @@ def test_each_variant_task_runs_beside_the_backward_cells_it_varies():
         seeds[(c.framework, c.mode, c.model, c.task)].add(c.seed)
     backward = {k[:3] for k in seeds if k[3] == "backward"}
     for task, info in spec.TASKS.items():
-        if not info.variant_of:
+        if not info.variant_of or info.sequence:  # sequences: config/varlen.yaml
             continue
         models = {m for m, model in spec.MODELS.items() if model.frozen or not info.frozen}
         expected = {k for k in backward if k[2] in models}
         ran = {k[:3] for k in seeds if k[3] == task}
         assert ran == expected, task
         assert all(seeds[(*k, task)] == seeds[(*k, info.variant_of)] for k in ran), task
+
+
+def test_varlen_runs_every_strategy_beside_the_true_length_with_the_same_seeds():
+    """The claim pairs each padded epoch with the true-length one of the same (framework,
+    mode, model) and seed; the other strategies are shown beside them."""
+    from adbench import spec
+
+    seeds = defaultdict(set)
+    for c in config_cells("varlen.yaml"):
+        seeds[(c.framework, c.mode, c.model, c.task)].add(c.seed)
+    sequence_models = {m for m, model in spec.MODELS.items() if model.sequence_features}
+    conditions = {k[:3] for k in seeds}
+    assert {k[2] for k in conditions} == sequence_models
+    for condition in conditions:
+        assert {seeds[(*condition, t)] for t in spec.SEQUENCE_TASKS} == {
+            seeds[(*condition, "backward_varlen")]}, condition
