@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -39,21 +38,9 @@ def one_thread():
 
 @functools.cache
 def reference_of(model: str) -> tuple[float, list[np.ndarray]]:
-    """The float64 reference of the model's sequence_gradients (every strategy shares it).
-
-    The LSTM's is a float64 torch eager run (spec reference "torch"); where the torch backend
-    cannot run the sequence task yet, this backend's own float64 eager path stands in for it
-    (it pins the float32 modes and strategies to one another, not TensorFlow to torch)."""
-    workload = tiny(model, "backward_varlen")
-    if spec.MODELS[model].reference == "numpy":
-        return reference.reference_derivatives(workload)
-    try:
-        return reference.reference_derivatives(workload)
-    except Exception as why:  # noqa: BLE001  (the torch backend's sequence tasks: not yet)
-        warnings.warn(f"{model}: the torch reference cannot run the sequence task yet "
-                      f"({type(why).__name__}: {why}); compared with tensorflow's own "
-                      f"float64 eager run instead")
-        return tb.prepare(workload, "eager", "cpu", dtype="float64").derivatives(0)
+    """The float64 reference of the model's sequence_gradients (every strategy shares it):
+    the RNN cell's numpy BPTT, the LSTM's float64 torch eager run."""
+    return reference.reference_derivatives(tiny(model, "backward_varlen"))
 
 
 CELLS = [(model, strategy, mode) for model in SEQUENCE_MODELS for strategy in spec.SEQUENCES
