@@ -6,8 +6,8 @@ Snakefile with the same number of jobs, measured in one run.
     python3 benchmarks/dryrun_cost.py --seeds 3 --repeats 1   # a quick look
     python3 benchmarks/dryrun_cost.py --profile results/benchmarks/dryrun_profile  # and why
 
-The grid is every (framework, mode) of the study's two frameworks x every model x every task
-x `--seeds` seeds (336 cells per seed; 30 seeds give 10,080). The dry runs start in a fresh
+The grid is every (framework, mode) of the study's two frameworks x every model x every study
+task x `--seeds` seeds (336 cells per seed; 30 seeds give 10,080). The dry runs start in a fresh
 copy of the checkout (no .snakemake/ metadata, no results) with `environments: current`, and
 alternate, so the machine's state is shared. The trivial workflow has one rule that makes
 each of as many files as the pipeline has jobs, and a target rule. A third, the same-shape
@@ -132,13 +132,13 @@ FLOOR_SNAKEFILE = CELL_FILES + """\
 
 
 def campaign_config(seeds: int) -> dict:
-    """Every mode of the study's frameworks x every model and task x `seeds` seeds."""
+    """Every mode of the study's frameworks x every model and study task x `seeds` seeds."""
     return {
         "environments": "current",
         "results": "results-campaign",
         "grid": [{"frameworks": {f: list(spec.FRAMEWORKS[f].modes)
                                  for f in spec.STUDY_FRAMEWORKS},
-                  "models": list(spec.MODELS), "tasks": list(spec.TASKS),
+                  "models": list(spec.MODELS), "tasks": list(spec.STUDY_TASKS),
                   "seeds": list(range(seeds))}],
     }
 

@@ -32,8 +32,9 @@ def test_each_snakefile_compared_plans_the_grids_jobs(tmp_path):
     cells, planned = report["cells"], report["jobs_planned"]
     study_modes = sum(len(dryrun_cost.spec.FRAMEWORKS[f].modes)
                       for f in dryrun_cost.spec.STUDY_FRAMEWORKS)
-    # every mode of the study's frameworks x models x tasks, one seed
-    assert cells == study_modes * len(dryrun_cost.spec.MODELS) * len(dryrun_cost.spec.TASKS)
+    # every mode of the study's frameworks x models x the study's tasks, one seed
+    assert cells == study_modes * len(dryrun_cost.spec.MODELS) * len(
+        dryrun_cost.spec.STUDY_TASKS)
     assert planned["pipeline"] == report["jobs"] > cells
     assert planned["trivial"] == planned["trivial_tuned"] == report["jobs"]
     harnesses = len(dryrun_cost.spec.STUDY_FRAMEWORKS)
