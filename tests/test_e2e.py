@@ -184,8 +184,9 @@ def test_the_paper_reads_in_sequence_and_names_the_studys_documents(run):
     # the study's documents by name (spec.DOCUMENTS), never by their file numbers
     assert not re.findall(r"(?<![\w.])00[0-4](?![\w.])", text)
     assert "Limitations of this run" in text
-    # every mode the paper lists as run has cells, and only those are listed
     words = " ".join(text.split())  # pdftotext breaks lines and curls apostrophes
+    assert not re.search(r"the study.s the study|\)and\b", words)  # stitched sentences
+    # every mode the paper lists as run has cells, and only those are listed
     listed = re.split(r"The spec.s other modes", words.split("The modes this run measured:")[1])[0]
     cells = pd.read_parquet(run / OUT / "aggregate/cells.parquet")
     ran = set(zip(cells["framework"], cells["mode"]))
