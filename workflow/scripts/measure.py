@@ -114,7 +114,8 @@ def with_sequence_lengths(rows: list[dict], workload: spec.Workload) -> list[dic
     """Each iteration's batch length, from the spec (the same for every framework)."""
     if workload.sequence is None:
         return rows
-    return [{**row, "sequence_length": workload.sequence_length(row["iteration"])}
+    lengths = workload.batch_lengths()  # drawn once, not per row
+    return [{**row, "sequence_length": int(lengths[row["iteration"] % workload.n_batches])}
             for row in rows]
 
 
