@@ -22,7 +22,7 @@ import yaml
 from adbench import backends, reference, spec
 from adbench.backends import UnsupportedCell, blas
 
-from conftest import REPO
+from conftest import REPO, at_one_thread
 from isolated import pool_key_problems
 
 # Tolerances of a float32 cell against the float64 reference (relative L2, largest array):
@@ -115,10 +115,7 @@ def compiled_graphs(framework: str, mode: str) -> int | None:
 @pytest.fixture(scope="module", params=IN_PROCESS)
 def backend(request, tmp_path_factory):
     module = backends.load(request.param)  # imports the framework: missing is a failure
-    try:  # inter-op threads can be set once per process, before any parallel work
-        module.configure_threads(1)
-    except RuntimeError:
-        pass
+    at_one_thread(module)
     with pytest.MonkeyPatch.context() as patch:  # compile caches, as measure.py sets it
         patch.setenv("ADBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         yield request.param, module

@@ -22,6 +22,7 @@ from adbench import reference, spec
 from adbench.backends import UnsupportedCell
 from adbench.backends import tensorflow_backend as tb
 
+from conftest import at_one_thread
 from test_backends import TOLERANCES, tiny
 
 SEQUENCE_MODELS = [m for m, info in spec.MODELS.items() if info.sequence_features]
@@ -30,10 +31,7 @@ STRATEGY_TASK = {spec.TASKS[t].sequence: t for t in spec.SEQUENCE_TASKS}
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    try:  # inter-op threads can be set once per process, before any parallel work
-        tb.configure_threads(1)
-    except RuntimeError:
-        pass
+    at_one_thread(tb)
 
 
 @functools.cache

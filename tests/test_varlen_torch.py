@@ -19,6 +19,7 @@ import pytest
 from adbench import reference, spec
 from adbench.backends import UnsupportedCell, torch_backend  # missing torch is a failure
 
+from conftest import at_one_thread
 from test_backends import TOLERANCES, tiny
 
 torch = torch_backend.torch
@@ -38,10 +39,7 @@ def expected_refusal(mode: str, model: str, strategy: str) -> str | None:
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    try:  # inter-op threads can be set once per process, before any parallel work
-        torch_backend.configure_threads(1)
-    except RuntimeError:
-        pass
+    at_one_thread(torch_backend)
 
 
 def test_the_sequence_models_are_the_lstm_and_the_rnn_cell():
