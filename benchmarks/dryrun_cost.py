@@ -132,13 +132,14 @@ FLOOR_SNAKEFILE = CELL_FILES + """\
 
 
 def campaign_config(seeds: int) -> dict:
-    """Every mode of the study's frameworks x every model and study task x `seeds` seeds."""
+    """Every mode of the study's frameworks x every model of the study and study task x
+    `seeds` seeds."""
     return {
         "environments": "current",
         "results": "results-campaign",
         "grid": [{"frameworks": {f: list(spec.FRAMEWORKS[f].modes)
                                  for f in spec.STUDY_FRAMEWORKS},
-                  "models": list(spec.MODELS), "tasks": list(spec.STUDY_TASKS),
+                  "models": list(spec.STUDY_MODELS), "tasks": list(spec.STUDY_TASKS),
                   "seeds": list(range(seeds))}],
     }
 

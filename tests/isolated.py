@@ -100,7 +100,7 @@ class BackendCells:
         self.known_unsupported = known_unsupported
         modes = modes or list(spec.FRAMEWORKS[framework].modes)
         self.cells = [tiny(model, task, mode) for mode, model, task in itertools.product(
-            modes, models or list(spec.MODELS), tasks or FIXED_SHAPE_TASKS)]
+            modes, models or list(spec.STUDY_MODELS), tasks or FIXED_SHAPE_TASKS)]
 
     def known_reason(self, cell: dict) -> str | None:
         for pattern, phrase in self.known_unsupported.items():

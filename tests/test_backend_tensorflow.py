@@ -77,7 +77,7 @@ FIXED_SHAPE_TASKS = tuple(t for t, info in spec.TASKS.items() if info.sequence i
 
 @pytest.mark.parametrize("task", tuple(t for t in reference.REFERENCE_TASK.values()
                                        if t in FIXED_SHAPE_TASKS))
-@pytest.mark.parametrize("model", tuple(spec.MODELS))
+@pytest.mark.parametrize("model", spec.STUDY_MODELS)
 def test_float64_build_matches_the_reference_to_round_off(model, task):
     workload = small_workload(model, task)
     if workload.spec.loss == "ctc":
@@ -91,7 +91,7 @@ def test_float64_build_matches_the_reference_to_round_off(model, task):
     check_against_reference(workload, "eager", "float64", FLOAT64_TOLERANCE)
 
 
-@pytest.mark.parametrize("model", tuple(spec.MODELS))
+@pytest.mark.parametrize("model", spec.STUDY_MODELS)
 def test_variables_are_the_spec_params(model):
     model_spec = spec.MODELS[model]
     built = tb.build_model(model_spec)

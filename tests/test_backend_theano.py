@@ -29,7 +29,7 @@ from variant_cells import variant_cells
 FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
 MODELS = ["mlp512", "mlp354x2", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "cnn"]
 if FULL:
-    MODELS = [m for m in spec.MODELS if m != "resnet50" or "resnet50" in FULL]
+    MODELS = [m for m in spec.STUDY_MODELS if m != "resnet50" or "resnet50" in FULL]
 
 CELLS = BackendCells("theano", known_unsupported={
     ("c", "*", "jacobian_vectorized"): "no vectorised Jacobian",

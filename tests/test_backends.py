@@ -129,7 +129,7 @@ def test_load_imports_the_framework_backend(backend):
 
 
 @pytest.mark.parametrize("task", sorted(spec.STUDY_TASKS))  # variants: test_variant_tasks.py
-@pytest.mark.parametrize("model", list(spec.MODELS))
+@pytest.mark.parametrize("model", list(spec.STUDY_MODELS))
 def test_derivatives_match_the_float64_reference(backend, model, task):
     """As the harness runs a cell: the timed iterations first (a known failure of a mode's
     transform is refused from inside run()), then the derivatives at the first batch."""
@@ -294,7 +294,7 @@ def test_ahead_of_time_compilation_is_compile_s(framework, mode, task):
 
 
 # ------------------------------------------------------------------ PyTorch specifics
-@pytest.mark.parametrize("model", list(spec.MODELS))
+@pytest.mark.parametrize("model", list(spec.STUDY_MODELS))
 def test_torch_models_train_exactly_the_spec_parameters(model):
     from adbench.backends import torch_backend
 

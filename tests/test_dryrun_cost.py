@@ -33,7 +33,7 @@ def test_each_snakefile_compared_plans_the_grids_jobs(tmp_path):
     study_modes = sum(len(dryrun_cost.spec.FRAMEWORKS[f].modes)
                       for f in dryrun_cost.spec.STUDY_FRAMEWORKS)
     # every mode of the study's frameworks x models x the study's tasks, one seed
-    assert cells == study_modes * len(dryrun_cost.spec.MODELS) * len(
+    assert cells == study_modes * len(dryrun_cost.spec.STUDY_MODELS) * len(
         dryrun_cost.spec.STUDY_TASKS)
     assert planned["pipeline"] == report["jobs"] > cells
     assert planned["trivial"] == planned["trivial_tuned"] == report["jobs"]

@@ -104,7 +104,7 @@ def sweep_cells(name: str):
 
 
 @pytest.mark.parametrize("name, axes", [("depth", ["hidden_layers"]), ("threads", ["threads"]),
-                                        ("batch", [])])
+                                        ("batch", []), ("width", ["hidden_width"])])
 def test_each_sweep_config_varies_its_axis_on_the_issues_grid(name, axes):
     config, cells = sweep_cells(name)
     assert scaling.sweep_axes(cells) == axes
@@ -119,6 +119,27 @@ def test_depth_sweeps_the_studys_constant_parameter_mlps():
     _, cells = sweep_cells("depth")
     assert {c.model for c in cells} == set(spec.MLPS)
     assert sorted(scaling.hidden_layers(m) for m in spec.MLPS) == [1, 2, 3]
+
+
+def test_width_sweeps_one_hidden_layer_a_factor_of_four_apart_through_the_studys_mlp():
+    _, cells = sweep_cells("width")
+    assert {c.model for c in cells} == set(spec.MLP_WIDTHS)
+    widths = [scaling.hidden_width(m) for m in spec.MLP_WIDTHS]
+    assert widths == [32, 128, 512, 2048, 8192] and "mlp512" in spec.MLP_WIDTHS
+    assert all(scaling.hidden_layers(m) == 1 for m in spec.MLP_WIDTHS)
+    assert np.isnan(scaling.hidden_width("mlp354x2")) and np.isnan(scaling.hidden_width("cnn"))
+    # The sweep's own sizes are no model of the study: no table or claim ranges over them.
+    assert set(spec.MLP_WIDTHS) - set(spec.STUDY_MODELS) == set(spec.MLP_WIDTHS) - {"mlp512"}
+    assert not {m for t in spec.TABLES for m in t.models} - set(spec.STUDY_MODELS)
+
+
+def test_a_width_figure_draws_the_width_models_only(tmp_path):
+    table = table_of([(condition("torch", "eager", model), {"forward_s": 1e-3, "step_s": 3e-3})
+                      for model in ("mlp32", "mlp512", "fcn", "mlp354x2")]).reset_index()
+    drawn = scaling.along(table, "hidden_width")
+    assert sorted(drawn["model"]) == ["mlp32", "mlp512"]  # fcn: one hidden layer, not a sweep's
+    scaling_script.draw_axis(table, "hidden_width", [str(tmp_path / "w.png")])
+    assert (tmp_path / "w.png").stat().st_size > 0
 
 
 def threads_table():

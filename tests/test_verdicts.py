@@ -265,7 +265,7 @@ def test_the_frozen_subgraph_claim_pairs_each_frozen_step_with_its_all_trainable
         assert n.quantity == d.quantity == claims.quantity_of(n.framework, n.mode, n.task,
                                                               "backward_s")
     models = {c.numerator.model for c in claim.comparisons}
-    assert models == {m for m, info in spec.MODELS.items() if info.frozen}
+    assert models == {m for m in spec.STUDY_MODELS if spec.MODELS[m].frozen}
     quantity = {(c.numerator.framework, c.numerator.mode): c.numerator.quantity
                 for c in claim.comparisons}
     assert quantity[("torch", "eager")] == "backward_s"

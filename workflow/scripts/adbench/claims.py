@@ -210,7 +210,7 @@ def first_step_only_compiled() -> Claim:
             if spec.FRAMEWORKS[f].modes[m].compiled
             for eager in [spec.eager_mode_of(f)]
             if eager
-            for model in spec.MODELS
+            for model in spec.STUDY_MODELS
             for task in spec.STUDY_TASKS
         ),
     )
@@ -237,7 +237,7 @@ def frozen_subgraphs() -> Claim:
                        side(f, m, model, frozen, "backward_s"))
             for frozen, whole in variants(frozen=True)
             for f, m in pairs()
-            for model in spec.MODELS
+            for model in spec.STUDY_MODELS
             if spec.MODELS[model].frozen
         ),
     )
@@ -258,7 +258,7 @@ def graph_freed() -> Claim:
                        Side(f, m, model, freed, HELD_AFTER_STEP))
             for retained, freed in variants(frozen=False)
             for f, m in pairs()
-            for model in spec.MODELS
+            for model in spec.STUDY_MODELS
         ),
     )
 
@@ -277,7 +277,7 @@ def varying_lengths() -> Claim:
             Comparison(Side(f, m, model, "backward_padded", EPOCH),
                        Side(f, m, model, "backward_varlen", EPOCH))
             for f, m in pairs()
-            for model in spec.MODELS
+            for model in spec.STUDY_MODELS
             if spec.MODELS[model].sequence_features
         ),
     )
@@ -296,7 +296,7 @@ def cheap_gradient() -> Claim:
                        Side(f, m, model, "backward", "forward_s"))
             for f, m in pairs()
             if "forward_s" in spec.timed_quantities(f, m, "backward")
-            for model in spec.MODELS
+            for model in spec.STUDY_MODELS
         ),
         bound=CHEAP_GRADIENT_BOUND,
         margin=0.0,

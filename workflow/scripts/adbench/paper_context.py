@@ -18,7 +18,7 @@ from adbench.claims import CLAIMS
 from adbench.formatting import latex, missing
 from adbench.paper_tables import pair_label
 from adbench.selection import focus_rows
-from adbench.spec import FRAMEWORKS, MODELS, TASKS, cited, timed_quantities
+from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, TASKS, cited, timed_quantities
 
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
 # A loop that kept more cores busy than this over its thread count ignored the setting.
@@ -208,11 +208,14 @@ def cells_deriving(cells: pd.DataFrame | None, derivative: str) -> pd.DataFrame 
 
 
 def models_context(measured: set, cells=None) -> list[dict]:
-    """Every model of the spec: where the seeds name it, what we chose, the sizes used."""
+    """Every model of the seeds' documents, and a sweep's sizes where measured: where the
+    seeds name it, what we chose, the sizes used."""
     jacobian_cells = cells_deriving(cells, "jacobian")
     loss_cells = cells_deriving(cells, "gradients")
     rows = []
     for name, spec in MODELS.items():
+        if name not in STUDY_MODELS and name not in measured:
+            continue
         rows_used = run_sizes(jacobian_cells, name, "jacobian_rows", spec.n_jacobian_rows)
         jacobian = f"{rows_used} × {fmt.shape_text(spec.input_shape)}"
         if rows_used != str(spec.n_outputs):

@@ -41,11 +41,15 @@ ONE_PROCESS = inference.ONE_PROCESS
 # The sweep axes a tree can vary, and the table column each is read from.  A batch size is
 # a model's workload key, not a grid axis: one tree holds one batch size per model, so the
 # batch axis spans several trees (config/sweep-batch.yaml says how to run them).
-AXES = {"batch_size": "batch size", "threads": "threads", "hidden_layers": "hidden layers"}
+AXES = {"batch_size": "batch size", "threads": "threads", "hidden_layers": "hidden layers",
+        "hidden_width": "hidden width"}
+# The models an axis that varies the model draws: the study's MLPs of constant parameters
+# (depth), the one-hidden-layer MLPs of the width sweep (width).
+AXIS_MODELS = {"hidden_layers": spec.MLPS, "hidden_width": spec.MLP_WIDTHS}
 
 # After the condition's fields (stats.CONDITION_FIELDS):
 COLUMNS = [
-    "label", "batch_size", "jacobian_rows", "hidden_layers",
+    "label", "batch_size", "jacobian_rows", "hidden_layers", "hidden_width",
     "n_parameters", "n_processes", "forward_s", "step_s", "cheap_gradient_ratio",
     "cheap_gradient_ratio_low", "cheap_gradient_ratio_high", "cheap_gradient",
     "flops_forward", "flops_step", "flops_ratio", "gflops_forward", "gflops",
@@ -60,14 +64,21 @@ def hidden_layers(model: str) -> float:
     return len(m.arch["sizes"]) - 2 if m.family == "mlp" else math.nan
 
 
+def hidden_width(model: str) -> float:
+    """Units of a one-hidden-layer MLP-family model; NaN for any other."""
+    m = spec.MODELS[model]
+    return m.arch["sizes"][1] if m.family == "mlp" and len(m.arch["sizes"]) == 3 else math.nan
+
+
 def sweep_axes(cells) -> list[str]:
-    """The axes a config's cells (spec.Cell) vary within one tree: threads, and depth where
-    more than one of the study's constant-parameter MLPs (spec.MLPS) is measured."""
+    """The axes a config's cells (spec.Cell) vary within one tree: threads, and depth (width)
+    where more than one of the axis' models (AXIS_MODELS) is measured."""
     axes = []
     if len({c.threads for c in cells}) > 1:
         axes.append("threads")
-    if len({c.model for c in cells} & set(spec.MLPS)) > 1:
-        axes.append("hidden_layers")
+    models = {c.model for c in cells}
+    axes += [axis for axis, axis_models in AXIS_MODELS.items()
+             if len(models & set(axis_models)) > 1]
     return axes
 
 
@@ -130,7 +141,7 @@ def condition_row(size, found: stats.Replicates, peak: dict, confidence: float) 
         **dict(zip(stats.CONDITION_FIELDS, key)),
         "label": column_label(size.framework, size.mode),
         "batch_size": int(size.batch_size), "jacobian_rows": int(size.jacobian_rows),
-        "hidden_layers": hidden_layers(size.model),
+        "hidden_layers": hidden_layers(size.model), "hidden_width": hidden_width(size.model),
         "n_parameters": spec.MODELS[size.model].n_parameters,
         "n_processes": int(size.n_processes), "forward_s": forward, "step_s": step,
         "cheap_gradient_ratio": ratio.point, "cheap_gradient_ratio_low": ratio.low,
@@ -169,18 +180,19 @@ def series_keys(table: pd.DataFrame, axis: str) -> list[str]:
     axis varies (the model, for depth), the batch size where it is not the axis."""
     from adbench import stats
 
-    varied = {"hidden_layers": "model", "threads": "threads", "batch_size": None}[axis]
+    varied = {"hidden_layers": "model", "hidden_width": "model", "threads": "threads",
+              "batch_size": None}[axis]
     keys = [f for f in stats.CONDITION_FIELDS if f != varied]
     return keys + ([] if axis == "batch_size" else ["batch_size"])
 
 
 def along(table: pd.DataFrame, axis: str) -> pd.DataFrame:
     """The rows a figure of `axis` draws: those of series with more than one point on it
-    (a condition measured at one point says nothing of growth), depth over spec.MLPS only
-    (the study's MLPs of constant parameters)."""
+    (a condition measured at one point says nothing of growth), depth and width over their
+    models only (AXIS_MODELS)."""
     data = table.dropna(subset=[axis])
-    if axis == "hidden_layers":
-        data = data[data["model"].isin(spec.MLPS)]
+    if axis in AXIS_MODELS:
+        data = data[data["model"].isin(AXIS_MODELS[axis])]
     keys = series_keys(data, axis)
     points = data.groupby(keys, observed=True)[axis].transform("nunique")
     return data[points > 1]

@@ -386,16 +386,24 @@ MNIST = dict(input_shape=(784,), output_shape=(10,))
 IMAGE = dict(input_shape=(1, 28, 28), output_shape=(10,))
 
 
-def _mlp(hidden: tuple[int, ...], study_parameters: int) -> ModelSpec:
+def _mlp(hidden: tuple[int, ...], study_parameters: int | None = None,
+         source: str = "000 §3.1, Tables 1-2") -> ModelSpec:
     sizes = (784, *hidden, 10)
     params = [p for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))
               for p in dense(f"fc{i}", a, b)]
     return ModelSpec(
         label="[" + ", ".join(map(str, hidden)) + "]", family="mlp",
-        source="000 §3.1, Tables 1-2", choices="ReLU hidden layers, linear output, "
+        source=source, choices="ReLU hidden layers, linear output, "
         "Glorot-uniform weights, zero biases", loss="l2", target="onehot",
         params=tuple(params), arch={"sizes": sizes}, study_parameters=study_parameters,
         frozen=named(params, *first_half_of_layers(len(sizes) - 1)), **MNIST)
+
+
+# The width sweep (config/sweep-width.yaml): the study's 512-MLP at other widths, one hidden
+# layer each, a factor of 4 apart. Ours, not the study's: a size of a family every backend
+# builds from arch["sizes"], so the backend tests check the family on the study's models.
+SWEEP_WIDTHS = (32, 128, 2048, 8192)
+WIDTH_SWEEP_SOURCE = "the width sweep (the study's 512-MLP at other widths)"
 
 
 # ---------------------------------------------------------------- ResNet50 (torchvision v1.5)
@@ -442,6 +450,7 @@ MODELS: dict[str, ModelSpec] = {
     "mlp512": _mlp((512,), 406528),
     "mlp354x2": _mlp((354, 354), 406392),
     "mlp294x3": _mlp((294, 294, 294), 406308),
+    **{f"mlp{w}": _mlp((w,), source=WIDTH_SWEEP_SOURCE) for w in SWEEP_WIDTHS},
     "fcn": ModelSpec(
         label="FCN", family="mlp", source="000 §3.2, Table 3 (FCN)",
         choices="fully-connected network 784-256-10, ReLU; sizes not stated by the study",
@@ -539,7 +548,13 @@ class TableInfo:
     first_step: bool = False  # a time-to-first-step column (compile + first call)
 
 
-MLPS = ("mlp512", "mlp354x2", "mlp294x3")
+MLPS = ("mlp512", "mlp354x2", "mlp294x3")  # the study's: depth at constant parameters
+# One hidden layer, width growing (the study's mlp512 among them), in order of width.
+MLP_WIDTHS = tuple(sorted((f"mlp{w}" for w in (*SWEEP_WIDTHS, 512)),
+                          key=lambda m: MODELS[m].arch["sizes"][1]))
+# The models of the seeds' documents: MODELS less the sweep's own sizes. The study's claims
+# and tables range over these; a sweep model is measured by its sweep's config alone.
+STUDY_MODELS = tuple(m for m in MODELS if MODELS[m].source != WIDTH_SWEEP_SOURCE)
 JACOBIANS = ("jacobian_rows", "jacobian_vectorized")
 STUDY_FRAMEWORKS = ("torch", "tensorflow")  # what the study's own tables compare
 
@@ -578,7 +593,7 @@ TABLES: tuple[TableInfo, ...] = (
               "s", published="table5_dense.csv", study_table="001 Table 1",
               frameworks=STUDY_FRAMEWORKS),
     TableInfo("table6_hypothesis0", "One backward pass vs the loss Jacobian w.r.t. all "
-              "parameters", tuple(MODELS), ("backward", "loss_jacobian"), "step_s",
+              "parameters", STUDY_MODELS, ("backward", "loss_jacobian"), "step_s",
               "us", study_table="001 Hypothesis 0", layout="rows"),
     TableInfo("table7_layers", "The other layers the study's documents name: every task",
               ("attention", "fc_xent", "ctc", "rnn_cell"), STUDY_TASKS, "step_s", "us",
