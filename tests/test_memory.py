@@ -233,6 +233,17 @@ def test_memory_table_medians_over_ok_processes_per_condition():
     assert table["device_peak_allocated_bytes"].isna().all()
 
 
+def test_memory_table_orders_each_frameworks_modes_as_the_spec_does():
+    import pandas as pd
+
+    from adbench import spec, tables
+
+    one = memory_cells().iloc[0]
+    modes = list(spec.FRAMEWORKS["torch"].modes)  # eager, script, trace, compile
+    cells = pd.DataFrame([{**one, "mode": m} for m in sorted(modes, reverse=True)])
+    assert list(tables.memory_table(cells)["mode"]) == modes
+
+
 def test_memory_table_of_cells_without_memory_is_empty_with_its_header():
     from adbench import tables
 

@@ -511,5 +511,8 @@ def memory_table(cells: pd.DataFrame) -> pd.DataFrame:
     grouped = ok.groupby(MEMORY_KEYS, sort=False)
     table = grouped[medians].median().join(
         grouped.agg(n_processes=("seed", "size"), n_peak_from_start=("from_start", "sum")))
-    table = table.reset_index().sort_values(MEMORY_KEYS, key=spec_order, kind="stable")
+    table = table.reset_index()
+    table["pair"] = list(zip(table["framework"], table["mode"]))  # modes in spec order
+    table = table.sort_values(["device", "pair", "model", "task", "threads"], key=spec_order,
+                              kind="stable")
     return table[MEMORY_COLUMNS].reset_index(drop=True)
