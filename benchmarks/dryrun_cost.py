@@ -131,15 +131,15 @@ FLOOR_SNAKEFILE = CELL_FILES + """\
 """
 
 
-def campaign_config(seeds: int) -> dict:
-    """Every mode of the study's frameworks x every model of the study and study task x
-    `seeds` seeds."""
+def campaign_config(seeds: int, models=spec.STUDY_MODELS) -> dict:
+    """Every mode of the study's frameworks x every model of the study (or those given) and
+    study task x `seeds` seeds."""
     return {
         "environments": "current",
         "results": "results-campaign",
         "grid": [{"frameworks": {f: list(spec.FRAMEWORKS[f].modes)
                                  for f in spec.STUDY_FRAMEWORKS},
-                  "models": list(spec.STUDY_MODELS), "tasks": list(spec.STUDY_TASKS),
+                  "models": list(models), "tasks": list(spec.STUDY_TASKS),
                   "seeds": list(range(seeds))}],
     }
 
@@ -222,6 +222,9 @@ def log(message: str) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=30, help="seeds of the grid (336 cells each)")
+    p.add_argument("--models", nargs="+", choices=spec.STUDY_MODELS, default=spec.STUDY_MODELS,
+                   help="the grid's models (default: every model of the study; fewer: a "
+                   "smaller grid, 28 cells per model and seed)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default=str(REPO / "results" / "benchmarks" / "dryrun_cost.json"))
     p.add_argument("--profile", metavar="DIR",
@@ -236,7 +239,7 @@ def main(argv=None) -> int:
             folder.mkdir()
         (empty / "Snakefile").write_text(EMPTY_SNAKEFILE)
         fresh_copy(pipeline, cold=True)
-        config = campaign_config(args.seeds)
+        config = campaign_config(args.seeds, args.models)
         (pipeline / "campaign.yaml").write_text(yaml.safe_dump(config))
         cells = spec.config_cells(config)
         n_cells = len(cells)

@@ -27,8 +27,7 @@ from variant_cells import variant_cells
 FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
 ALL_BUT_RESNET = [m for m in spec.STUDY_MODELS if m != "resnet50"]
 MODELS = {
-    "c": ["mlp512", "mlp354x2", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell",
-          "attention"],
+    "c": ["mlp512", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "attention"],
     "numba": ["mlp512", "rnn_cell"],
 }
 if FULL:

@@ -27,7 +27,7 @@ from isolated import REPO, BackendCells, venv_python
 from variant_cells import variant_cells
 
 FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
-MODELS = ["mlp512", "mlp354x2", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "cnn"]
+MODELS = ["mlp512", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "cnn"]
 if FULL:
     MODELS = [m for m in spec.STUDY_MODELS if m != "resnet50" or "resnet50" in FULL]
 

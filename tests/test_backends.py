@@ -23,7 +23,7 @@ from adbench import backends, reference, spec
 from adbench.backends import UnsupportedCell, blas
 
 from conftest import REPO, at_one_thread
-from isolated import pool_key_problems
+from isolated import BACKEND_TEST_MODELS, pool_key_problems
 
 # Tolerances of a float32 cell against the float64 reference (relative L2, largest array):
 # the pipeline's own defaults, with their reasons, from the config schema.
@@ -129,7 +129,7 @@ def test_load_imports_the_framework_backend(backend):
 
 
 @pytest.mark.parametrize("task", sorted(spec.STUDY_TASKS))  # variants: test_variant_tasks.py
-@pytest.mark.parametrize("model", list(spec.STUDY_MODELS))
+@pytest.mark.parametrize("model", BACKEND_TEST_MODELS)
 def test_derivatives_match_the_float64_reference(backend, model, task):
     """As the harness runs a cell: the timed iterations first (a known failure of a mode's
     transform is refused from inside run()), then the derivatives at the first batch."""
