@@ -236,7 +236,7 @@ def measure(args: argparse.Namespace) -> int:
     rows, status, message = [], "ok", ""
     loss, grads = None, []
     phases = {}
-    backend, error = None, None
+    backend, prepared, error = None, None, None
     try:
         check_device_path(args.framework, args.device)
         check_sequence_model(workload)  # before the framework's import
@@ -257,7 +257,6 @@ def measure(args: argparse.Namespace) -> int:
         phases["prepare_s"] = time.perf_counter() - t
         info["device_name"] = backend.device_name(args.device)
         info["gpu"] = provenance.gpu(args.device, cuda_probe(backend, "gpu_info", args.device))
-        info["choices"] = prepared.choices
         phases["compile_s"] = prepared.compile_s
 
         # Peaks reset outside the clock, at the first measured iteration: warm-up and
@@ -307,6 +306,8 @@ def measure(args: argparse.Namespace) -> int:
     if error is None:
         info["cuda"] = cuda_found(backend, args.device, None, info)
 
+    if prepared is not None:  # what prepare chose and what the loop added (Prepared.choices)
+        info["choices"] = dict(prepared.choices)
     info["phases"] = phases
     write_cell(args, info, status, message, rows, loss, grads)
     return 0

@@ -109,7 +109,8 @@ class Prepared:
 
     run: Callable[[int, Clock], dict[str, float]]  # one timed iteration
     derivatives: Callable[[int], tuple[float, list[np.ndarray]]]  # see the module docstring
-    # Implementation choices that move the numbers (recorded in the cell's provenance).
+    # Implementation choices that move the numbers (recorded in the cell's provenance); a
+    # mode may add what happened in its loop (torch.compile's fallback): read after it.
     choices: dict[str, str] = dataclasses.field(default_factory=dict)
     # Seconds of ahead-of-time compilation or tracing inside prepare (see the docstring).
     compile_s: float = 0.0
