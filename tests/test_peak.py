@@ -5,17 +5,23 @@ Assumed (measure_peak.float32_flops_per_cycle): two FMA units per core at the wi
 width its flags name, so AVX-512 FMA = 2 units x 16 lanes x 2 = 64 float32 FLOPs per cycle
 (AVX2 + FMA 32, AVX 16, SSE 8); the clock at the cpufreq maximum, else the cpuinfo clock
 times a turbo allowance of 2.  No timed assertion: a tiny product, a few repeats, and only
-0 < rate < bound is checked.
+0 < rate < bound is checked.  A GPU's bound is SMs x clock x float32 lanes x 2
+(measure_peak.gpu_bound), checked on NVIDIA's published figures; here no GPU, so its rule
+writes the reason instead of a rate.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 import measure_peak
+
+SCRIPT = measure_peak.__file__
 
 CPUINFO = """processor	: 0
 model name	: Test CPU
@@ -70,3 +76,32 @@ def test_measured_rate_is_within_this_machines_physical_bound(tmp_path):
     assert 0 < rate["gflops_median"] <= rate["gflops"] < bound["gflops"]
     assert rate["bound"] == bound
     assert len(rate["seconds"]) == 3
+
+
+def test_gpu_bound_is_sms_times_clock_times_lanes_times_two():
+    # NVIDIA's float32 figures: an A100 (108 SMs of 64 lanes, 1410 MHz) 19.5 TFLOP/s, an
+    # H100 SXM (132 SMs of 128 lanes, 1980 MHz) 67 TFLOP/s.
+    a100 = measure_peak.gpu_bound(108, (8, 0), 1410)
+    h100 = measure_peak.gpu_bound(132, (9, 0), 1980)
+    assert a100["gflops"] == pytest.approx(19_492, rel=1e-3)
+    assert h100["gflops"] == pytest.approx(66_908, rel=1e-3)
+    assert measure_peak.gpu_bound(1, (99, 9), 1000)["fp32_lanes_per_sm"] == 128  # unknown
+
+
+def test_no_gpu_writes_the_reason_not_a_rate(tmp_path):
+    """Here (no GPU, a CPU build of PyTorch): the file exists, with why there is no rate."""
+    out = tmp_path / "peak_cuda.json"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cuda", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rate = json.loads(out.read_text())["cuda"]
+    assert rate["gflops"] is None and "no CUDA device" in rate["reason"]
+    assert "no CUDA device" in done.stdout
+
+
+def test_threads_are_the_cpus_and_a_gpu_needs_none():
+    with pytest.raises(SystemExit):
+        measure_peak.parse_args(["--device", "cuda", "--threads", "1", "--out", "x.json"])
+    with pytest.raises(SystemExit):
+        measure_peak.parse_args(["--out", "x.json"])  # the CPU: --threads required
+    assert measure_peak.parse_args(["--device", "cuda", "--out", "x.json"]).size == 8192

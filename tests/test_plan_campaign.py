@@ -70,7 +70,8 @@ def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
     assert {k: len(v) for k, v in by.items()} == {
         ("measure", "torch", "cpu"): 8, ("measure", "torch", "cuda"): 8,
         ("measure", "jax", "cuda"): 1, ("reference", "reference", "cpu"): 3,
-        ("matmul_peak", "(matmul peak)", "cpu"): 1}
+        ("matmul_peak", "(matmul peak)", "cpu"): 1,
+        ("matmul_peak_cuda", "(matmul peak)", "cuda"): 1}
     assert {j.runtime_min for j in by[("measure", "torch", "cpu")]} == {3}
     assert [j.runtime_min for j in by[("measure", "jax", "cuda")]] == [JAX_MIN]
     # A reference job: one float64 iteration, far below an hour: the walltimes' floor.
@@ -83,11 +84,15 @@ def test_one_job_per_cell_and_per_reference_with_the_rules_walltime(tmp_path):
     assert sorted(j.cpus for j in by[("measure", "torch", "cpu")]) == [1] * 4 + [2] * 4
     assert {j.gpus for j in by[("measure", "torch", "cpu")]} == {0}
     assert {j.gpus for j in by[("measure", "jax", "cuda")]} == {1}
-    # GPU-h: 8 x 3 min + 1 x 9 min = 33 min. CPU-h: CPU cells (4x1 + 4x2) x 3 = 36 min,
-    # CUDA cells 9 x 4 cores: 8 x 3 + 1 x 9 = 33 min x 4 = 132 min, references 3 x 5 min,
-    # the matmul peak 5 min on the CPU cells' most threads (2).
-    assert sum(j.gpu_hours for j in jobs) == pytest.approx(33 / 60)
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 132 + 15 + 10) / 60)
+    # GPU-h: 8 x 3 min + 1 x 9 min = 33 min, and the GPU's matmul peak 5 min. CPU-h: CPU
+    # cells (4x1 + 4x2) x 3 = 36 min, CUDA cells 9 x 4 cores: 8 x 3 + 1 x 9 = 33 min x 4 =
+    # 132 min, references 3 x 5 min, the matmul peak 5 min on the CPU cells' most threads
+    # (2), the GPU's 5 min on a CUDA job's 4 cores.
+    assert sum(j.gpu_hours for j in jobs) == pytest.approx((33 + 5) / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 132 + 15 + 10 + 20) / 60)
+    (gpu_peak,) = by[("matmul_peak_cuda", "(matmul peak)", "cuda")]
+    assert (gpu_peak.gpus, gpu_peak.cpus, gpu_peak.runtime_min) == (
+        1, 4, run.walltimes.floor_min)
     # each timing job's walltime is the rule's runtime for that cell (the same function)
     for cell, job in zip(run.cells, jobs):
         wildcards = {k: str(v) for k, v in dataclasses.asdict(cell).items()}
@@ -100,9 +105,10 @@ def test_the_site_profile_routes_jobs_by_device(tmp_path):
     cpu = [j for j in jobs if j.device == "cpu"]
     assert {(j.partition, j.gpu_model, j.gpus) for j in cuda} == {("g", "h100", 1)}
     assert {(j.partition, j.gpu_model, j.gpus) for j in cpu} == {("c", None, 0)}
-    # cuda_cpus 3, at least the cell's threads (2): 3 cores each, 33 min -> 99 min
+    # cuda_cpus 3, at least the cell's threads (2): 3 cores each, 33 min -> 99 min, and the
+    # GPU's matmul peak 5 min -> 15
     assert {j.cpus for j in cuda} == {3}
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 99 + 15 + 10) / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((36 + 99 + 15 + 10 + 15) / 60)
 
 
 def test_command_line_config_replaces_the_profiles_as_snakemake_does(tmp_path):
@@ -120,7 +126,8 @@ def test_the_report_prints_the_counts_and_hours(tmp_path, capsys):
                                "--group-components", "cells_{device}_{framework}=1"]) == 0
     out = capsys.readouterr().out
     text = " ".join(out.split())
-    assert "21 SLURM jobs, 17 timing jobs for 17 cells (rule measure, one per cell)" in text
+    assert "22 SLURM jobs, 17 timing jobs for 17 cells (rule measure, one per cell)" in text
+    assert "2 matmul peak jobs (rule matmul_peak, matmul_peak_cuda)" in text
     assert "3 reference jobs" in text
     rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in out.splitlines()
             if line.split()[:1] and line.split()[0] in ("torch", "jax", "(reference)")}
@@ -128,10 +135,10 @@ def test_the_report_prints_the_counts_and_hours(tmp_path, capsys):
     assert "1 GPU (h100), 3 CPUs" in " ".join(rows["torch cuda"])
     assert rows["jax cuda"][-4:-2] == [str(JAX_MIN), "min"]
     total = next(line.split() for line in out.splitlines() if line.startswith("total"))
-    assert total[1:3] == ["17", "21"]
-    assert [float(h) for h in total[3:]] == pytest.approx([33 / 60, (36 + 99 + 15 + 10) / 60],
-                                                          abs=0.051)  # printed to 0.1 h
-    assert f"(minutes x jobs): 3 x 16, 5 x 4, {JAX_MIN} x 1." in text
+    assert total[1:3] == ["17", "22"]
+    assert [float(h) for h in total[3:]] == pytest.approx(
+        [38 / 60, (36 + 99 + 15 + 10 + 15) / 60], abs=0.051)  # printed to 0.1 h
+    assert f"(minutes x jobs): 3 x 16, 5 x 5, {JAX_MIN} x 1." in text
     assert ("Estimated from the cell's measured time in results-campaign/: 0 cells; from the "
             "cost model") in text and "compilation): 17;" in text
 
@@ -176,15 +183,16 @@ def test_packed_jobs_run_their_cells_in_series(tmp_path):
         ("torch", "cpu", 3, 9, 2, 0), ("torch", "cpu", 3, 9, 2, 0), ("torch", "cpu", 2, 6, 2, 0),
         ("torch", "cuda", 3, 9, 4, 1), ("torch", "cuda", 3, 9, 4, 1),
         ("torch", "cuda", 2, 6, 4, 1), ("jax", "cuda", 1, JAX_MIN, 4, 1)]
-    assert len(jobs) == 7 + 3 + 1
-    # GPU-hours as unpacked (8 x 3 + 9 min); CPU-hours more where a pack mixes thread counts:
-    # CPU cells (9 + 9 + 6) x 2 = 48 min, CUDA (24 + 9) x 4 = 132, references 3 x 5, peak 10.
-    assert sum(j.gpu_hours for j in jobs) == pytest.approx(33 / 60)
-    assert sum(j.cpu_hours for j in jobs) == pytest.approx((48 + 132 + 15 + 10) / 60)
+    assert len(jobs) == 7 + 3 + 2
+    # GPU-hours as unpacked (8 x 3 + 9 min) and the GPU's peak (5); CPU-hours more where a
+    # pack mixes thread counts: CPU cells (9 + 9 + 6) x 2 = 48 min, CUDA (24 + 9) x 4 = 132,
+    # references 3 x 5, peaks 10 and 20.
+    assert sum(j.gpu_hours for j in jobs) == pytest.approx(38 / 60)
+    assert sum(j.cpu_hours for j in jobs) == pytest.approx((48 + 132 + 15 + 10 + 20) / 60)
     report = " ".join(plan_campaign.report(run, jobs, "campaign.yaml", 3).split())
-    assert ("11 SLURM jobs, 7 timing jobs for 17 cells (rule measure, up to 3 cells of one "
+    assert ("12 SLURM jobs, 7 timing jobs for 17 cells (rule measure, up to 3 cells of one "
             "framework and device each, run one after another)") in report
-    assert "(minutes x jobs): 5 x 4, 6 x 2, 9 x 5." in report
+    assert "(minutes x jobs): 5 x 5, 6 x 2, 9 x 5." in report
 
 
 def write_profile(folder: Path, keys: dict) -> str:

@@ -17,6 +17,9 @@ from adbench import flops, inference, scaling, spec
 REPO = Path(__file__).resolve().parents[1]
 PEAK = {"threads": {"1": {"gflops": 100.0, "size": 64, "blas": "test BLAS",
                           "fraction_of_bound": 0.5, "bound": {"gflops": 200.0}}}}
+GPU_PEAK = {"cuda": {"gflops": 50000.0, "size": 8192, "blas": "cuBLAS test",
+                     "gpu_name": "Test GPU", "fraction_of_bound": 0.75,
+                     "bound": {"gflops": 66666.0}}}
 REPLICATES = 200
 
 
@@ -96,6 +99,28 @@ def test_failed_cells_are_left_out_and_cuda_has_no_peak():
     table = scaling.scaling_table(cells, boot, PEAK, 0.95)
     assert table["n_processes"].tolist() == [1]
     assert np.isnan(scaling.peak_of(PEAK, "cuda", 1)) and np.isnan(scaling.peak_of(PEAK, "cpu", 2))
+
+
+def test_a_cuda_cell_is_set_against_the_gpus_peak_merged_beside_the_cpus(tmp_path):
+    import json
+
+    paths = [tmp_path / "peak.json", tmp_path / "peak_cuda.json", tmp_path / "none.json"]
+    paths[0].write_text(json.dumps({**PEAK, "cpu_model": "x"}))
+    paths[1].write_text(json.dumps(GPU_PEAK))
+    merged = scaling.read_peaks(paths[:2])
+    assert merged == {**PEAK, **GPU_PEAK}
+    assert scaling.peak_of(merged, "cuda", 1) == 50000.0 == scaling.peak_of(merged, "cuda", 4)
+    assert scaling.peak_of(merged, "cpu", 1) == 100.0
+    # A GPU PyTorch did not see: the file says why, and the cells get no peak and no row.
+    paths[2].write_text(json.dumps({"cuda": {"gflops": None, "reason": "no GPU"}}))
+    unseen = scaling.read_peaks([paths[0], paths[2]])
+    assert np.isnan(scaling.peak_of(unseen, "cuda", 1))
+    assert len(scaling.peak_rows(unseen)) == 1 and len(scaling.peak_rows(merged)) == 2
+    cells, boot = fabricated([({**condition("torch", "eager"), "device": "cuda"},
+                               {"forward_s": 1e-3, "step_s": 2e-3})])
+    row = scaling.scaling_table(cells, boot, merged, 0.95).iloc[0]
+    assert row["peak_gflops"] == 50000.0
+    assert row["fraction_of_peak"] == pytest.approx(row["gflops"] / 50000.0)
 
 
 def sweep_cells(name: str):
@@ -179,11 +204,15 @@ def test_the_section_renders_from_the_table(tmp_path):
     threads_table().to_csv(table, index=False)
     peak = tmp_path / "peak.json"
     peak.write_text(__import__("json").dumps(PEAK))
-    context = scaling.scaling_context(table, peak, {"threads": "figures/scaling_threads.pdf"})
+    gpu = tmp_path / "peak_cuda.json"
+    gpu.write_text(__import__("json").dumps(GPU_PEAK))
+    context = scaling.scaling_context(table, [peak, gpu],
+                                      {"threads": "figures/scaling_threads.pdf"})
     text = make_environment(REPO / "report").get_template("sections/scaling.tex.j2").render(
         scaling=context, statistics={"confidence": "95\\%"})
     assert "\\label{sec:scaling}" in text and "\\label{fig:scaling-threads}" in text
     assert "scaling_threads.pdf" in text and "100~GFLOP/s on 1 thread" in text
+    assert "50000~GFLOP/s on the GPU (Test GPU) (cuBLAS test" in text
     assert text.count("PyTorch (eager)") >= 2  # a row per thread count
     assert "2 conditions within the bound" in text
 
@@ -194,4 +223,4 @@ def test_a_run_without_an_ok_cell_has_no_scaling_section(tmp_path):
     cells["status"] = "failed"
     path = tmp_path / "scaling.csv"
     scaling.scaling_table(cells, boot, PEAK, 0.95).to_csv(path, index=False)
-    assert scaling.scaling_context(path, None, {}) is None
+    assert scaling.scaling_context(path, [], {}) is None

@@ -217,15 +217,16 @@ def test_every_job_carries_the_sites_settings_by_device(run):
         jobs[call["job_id"]] = (comment, args, scontrol(call["job_id"]))
     rules = sorted(comment.split("_wildcards_")[0] for comment, _, _ in jobs.values())
     # 6 cells in 2 packed jobs (profiles/slurm: a job for each (framework, device), here one
-    # CPU and one CUDA), 2 references (mlp512's gradients, seeds 0 and 1), the matmul peak
-    # where the CPU cells run: nothing else
+    # CPU and one CUDA), 2 references (mlp512's gradients, seeds 0 and 1), the matmul peaks
+    # where the CPU cells and the CUDA cell run: nothing else
     assert rules == ["rule_cells_cpu_torch_measure", "rule_cells_cuda_torch_measure",
-                     "rule_matmul_peak", "rule_reference", "rule_reference"], (rules, log[-3000:])
+                     "rule_matmul_peak", "rule_matmul_peak_cuda", "rule_reference",
+                     "rule_reference"], (rules, log[-3000:])
     cells_in = {}
     for info in provenance(workdir):
         cells_in.setdefault(info["allocation"]["job_id"], []).append(spec.Cell(**info["cell"]))
     for job_id, (comment, args, job) in jobs.items():
-        cuda = comment.startswith("rule_cells_cuda_")
+        cuda = comment.startswith(("rule_cells_cuda_", "rule_matmul_peak_cuda"))
         # by device: the partition, the GPU (of the site's model) and the constraint
         assert job["Partition"] == ("gpu" if cuda else "cpu"), (comment, job)
         if cuda:

@@ -4,9 +4,13 @@
 from adbench import scaling as scaling_plan  # noqa: E402  (numpy and the spec only)
 
 SCALING_TABLE = tree("tables/scaling.csv")
-# The CPU cells' thread counts; none (a CUDA-only run): no peak is measured.
+# The CPU cells' thread counts; none (a CUDA-only run): no CPU peak is measured. The GPU's,
+# where CUDA cells run.
 PEAK_THREADS = scaling_plan.thread_counts(CELLS)
 PEAK_FILES = [tree("scaling/peak.json")] if PEAK_THREADS else []
+if any(c.device == "cuda" for c in CELLS):
+    PEAK_FILES.append(tree("scaling/peak_cuda.json"))
+CUDA_PEAK_ENV = spec.FRAMEWORKS[scaling_plan.CUDA_PEAK_FRAMEWORK].env
 SCALING_FIGURES = {
     f"{axis}_{ext}": tree(f"figures/scaling_{axis}.{ext}")
     for axis in scaling_plan.sweep_axes(CELLS)
@@ -42,6 +46,30 @@ rule matmul_peak:
         threads=" ".join(f"--threads {t}" for t in PEAK_THREADS),
     shell:
         "{params.python} {input.code[0]} {params.threads} --out {output} > {log} 2>&1"
+
+
+rule matmul_peak_cuda:
+    # PyTorch's float32 matmul on the GPU (cuBLAS), in its environment, on a node of the CUDA
+    # cells; under the timing lock, as it times too. A GPU PyTorch cannot see: the file says
+    # why, and the CUDA cells' rates are set against nothing.
+    input:
+        env_inputs(CUDA_PEAK_ENV),
+        code=code("measure_peak.py"),
+    output:
+        tree("scaling/peak_cuda.json"),
+    log:
+        tree("logs/scaling/peak_cuda.log"),
+    conda:
+        env_file(CUDA_PEAK_ENV)
+    resources:
+        **slurm_resources("cuda", 1),
+        gpu=run_config.cell_gpus("cuda"),
+        runtime=RUN.walltimes.floor_min,
+        timing_lock=1,
+    params:
+        python=env_python(CUDA_PEAK_ENV),
+    shell:
+        "{params.python} {input.code[0]} --device cuda --out {output} > {log} 2>&1"
 
 
 rule scaling:

@@ -11,6 +11,16 @@ the best the machine achieves), the median beside it.  It runs in the analysis e
 
 Beside each rate, the physical bound it must stay under: cores x clock x float32 FLOPs per
 cycle per core, read from /proc/cpuinfo (physical_bound says what it assumes).
+
+    python workflow/scripts/measure_peak.py --device cuda --out scaling/peak_cuda.json
+
+On a GPU the same product runs in PyTorch (in the torch environment, where the CUDA cells
+run): cuBLAS's float32 product of two n x n matrices on the first visible GPU, each timed
+between device synchronisations as the cells are, TF32 off (PyTorch's default for a float32
+matmul, as the PyTorch cells run; JAX's default precision may use TF32 and outrun it).  Its
+bound: streaming multiprocessors x the SM clock's maximum (nvidia-smi) x float32 lanes per SM
+x 2 (gpu_bound).  A machine where PyTorch sees no GPU writes the file with the reason
+instead of a rate: the CUDA cells' rates are then set against nothing.
 """
 
 from __future__ import annotations
@@ -125,6 +135,63 @@ def blas_name(np) -> str:
         return "unknown"
 
 
+# float32 lanes (CUDA cores) per streaming multiprocessor by compute capability: Volta and
+# Turing 64, the A100 64, every later architecture 128 (NVIDIA's CUDA C++ Programming Guide,
+# "Arithmetic Instructions"); an unknown one gets the largest, an upper bound.
+FP32_LANES_PER_SM = {(7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
+MAX_FP32_LANES_PER_SM = 128
+
+
+def gpu_bound(sms: int, capability: tuple[int, int], max_sm_mhz: float) -> dict:
+    """GFLOP/s no float32 product on this GPU can exceed: SMs x clock x lanes x 2 (an FMA)."""
+    lanes = FP32_LANES_PER_SM.get(tuple(capability), MAX_FP32_LANES_PER_SM)
+    return {"gflops": sms * max_sm_mhz / 1e3 * lanes * 2, "sms": sms,
+            "clock_ghz": max_sm_mhz / 1e3, "clock_from": "nvidia-smi clocks.max.sm",
+            "fp32_lanes_per_sm": lanes, "capability": list(capability),
+            "assumption": "every float32 lane retires one FMA per cycle at the SM clock's "
+                          "maximum (no TF32)"}
+
+
+def max_sm_clock_mhz() -> float:
+    out = subprocess.run(["nvidia-smi", "--id=0", "--query-gpu=clocks.max.sm",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    return float(out.split()[0])
+
+
+def cuda_matmul_rate(size: int, repeats: int) -> dict:
+    """PyTorch's float32 product of two size x size matrices on the first GPU (see the module
+    docstring), or the reason there is none: {"gflops": None, "reason": ...}."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"gflops": None, "torch": torch.__version__,
+                "reason": "PyTorch sees no CUDA device (torch.cuda.is_available() is False)"}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    a, b = (torch.randn((size, size), device="cuda", dtype=torch.float32,
+                        generator=generator) for _ in range(2))
+    a @ b
+    torch.cuda.synchronize()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+    flops = 2 * size**3
+    props = torch.cuda.get_device_properties(0)
+    rate = {"gflops": flops / min(seconds) / 1e9,
+            "gflops_median": flops / statistics.median(seconds) / 1e9, "size": size,
+            "repeats": repeats, "seconds": seconds, "torch": torch.__version__,
+            "blas": f"cuBLAS (PyTorch {torch.__version__}, CUDA {torch.version.cuda})",
+            "gpu_name": props.name}
+    rate["bound"] = gpu_bound(props.multi_processor_count, (props.major, props.minor),
+                              max_sm_clock_mhz())
+    rate["fraction_of_bound"] = rate["gflops"] / rate["bound"]["gflops"]
+    return rate
+
+
 def rate_with_threads(threads: int, size: int, repeats: int) -> dict:
     """matmul_rate in a fresh process whose BLAS loads with `threads` threads (a BLAS reads
     its thread count once, at load)."""
@@ -158,18 +225,33 @@ def cpu_model() -> str:
         return platform.machine()
 
 
+def measure_cuda(size: int, repeats: int) -> dict:
+    return {"what": "float32 matmul (PyTorch, cuBLAS) on the first GPU, best of repeats, "
+                    "GFLOP/s", "cuda": cuda_matmul_rate(size, repeats),
+            "python": platform.python_version(),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu: numpy's BLAS per thread count; cuda: PyTorch on the first GPU")
     p.add_argument("--threads", type=int, action="append", default=[],
-                   help="a thread count of the cells (repeatable)")
-    p.add_argument("--size", type=int, default=2048, help="matrix side (default %(default)s)")
+                   help="a thread count of the cells (repeatable; cpu only)")
+    p.add_argument("--size", type=int, help="matrix side (default 2048 on the CPU, 8192 on "
+                   "a GPU)")
     p.add_argument("--repeats", type=int, default=10, help="timed products (default "
                    "%(default)s)")
     p.add_argument("--out", help="the JSON file to write")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if not args.child and (not args.threads or not args.out):
-        p.error("--threads (at least one) and --out are required")
+    args.size = args.size or (8192 if args.device == "cuda" else 2048)
+    if not args.child and not args.out:
+        p.error("--out is required")
+    if not args.child and args.device == "cpu" and not args.threads:
+        p.error("--threads (at least one) is required on the CPU")
+    if args.device == "cuda" and args.threads:
+        p.error("--threads is the CPU's: a GPU's product has no thread count")
     if min([args.size, args.repeats, *args.threads]) < 1:
         p.error("sizes, repeats and threads must be >= 1")
     return args
@@ -180,13 +262,20 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(matmul_rate(args.size, args.repeats)))
         return 0
-    result = measure(args.threads, args.size, args.repeats)
+    if args.device == "cuda":
+        result = measure_cuda(args.size, args.repeats)
+        rate = result["cuda"]
+        print(f"cuda: {rate['gflops']:.0f} GFLOP/s ({rate['fraction_of_bound']:.0%} of the "
+              f"bound {rate['bound']['gflops']:.0f})" if rate["gflops"] else
+              f"cuda: {rate['reason']}")
+    else:
+        result = measure(args.threads, args.size, args.repeats)
     tmp = f"{args.out}.tmp"
     with open(tmp, "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
     os.replace(tmp, args.out)  # complete or absent
-    for t, rate in result["threads"].items():
+    for t, rate in result.get("threads", {}).items():
         print(f"{t} threads: {rate['gflops']:.1f} GFLOP/s ({rate['fraction_of_bound']:.0%} of "
               f"the bound {rate['bound']['gflops']:.0f})")
     return 0

@@ -114,15 +114,22 @@ def slurm_jobs(run: run_config.Run, pack: int = 1) -> list[Job]:
 
 def peak_jobs(run: run_config.Run) -> list[Job]:
     """Rule matmul_peak's job where CPU cells run (adbench.scaling): seconds of products, on
-    the CPU partition with the most threads of those cells, at the walltimes' floor."""
+    the CPU partition with the most threads of those cells, at the walltimes' floor; and rule
+    matmul_peak_cuda's where CUDA cells run, on a GPU as a CUDA cell asks for one."""
     from adbench import scaling
 
+    cluster, jobs = run.config["cluster"], []
     threads = scaling.thread_counts(run.cells)
-    if not threads:
-        return []
-    resources = run_config.slurm_resources(run.config["cluster"], "cpu")
-    return [Job("matmul_peak", "(matmul peak)", "cpu", run.walltimes.floor_min, max(threads),
-                0, resources.get("slurm_partition"), None)]
+    if threads:
+        resources = run_config.slurm_resources(cluster, "cpu")
+        jobs.append(Job("matmul_peak", "(matmul peak)", "cpu", run.walltimes.floor_min,
+                        max(threads), 0, resources.get("slurm_partition"), None))
+    if any(c.device == "cuda" for c in run.cells):
+        resources = run_config.slurm_resources(cluster, "cuda")
+        jobs.append(Job("matmul_peak_cuda", "(matmul peak)", "cuda", run.walltimes.floor_min,
+                        run_config.job_cpus(cluster, "cuda", 1), run_config.cell_gpus("cuda"),
+                        resources.get("slurm_partition"), resources.get("gpu_model")))
+    return jobs
 
 
 # ------------------------------------------------------------------ packing
@@ -228,7 +235,7 @@ def table(rows: list[list[str]]) -> list[str]:
 def report(run: run_config.Run, jobs: list[Job], source: str, pack: int = 1) -> str:
     timing = [j for j in jobs if j.rule == "measure"]
     references = [j for j in jobs if j.rule == "reference"]
-    peaks = [j for j in jobs if j.rule == "matmul_peak"]
+    peaks = [j for j in jobs if j.rule.startswith("matmul_peak")]
     groups: dict[tuple[str, str], list[Job]] = {}
     for job in timing:
         groups.setdefault((job.framework, job.device), []).append(job)
@@ -240,7 +247,8 @@ def report(run: run_config.Run, jobs: list[Job], source: str, pack: int = 1) -> 
         *wrap(f"Plan of {source} (results in {run.results}/): {len(jobs)} SLURM jobs, "
               f"{len(timing)} timing jobs for {cells(n_cells)} (rule measure, {how}) and "
               f"{len(references)} reference jobs (rule reference)"
-              + (f" and {len(peaks)} matmul peak job (rule matmul_peak)." if peaks else ".")),
+              + (f" and {len(peaks)} matmul peak job{'s' if len(peaks) > 1 else ''} (rule "
+                 f"{', '.join(dict.fromkeys(j.rule for j in peaks))})." if peaks else ".")),
         *wrap("Site (the config's cluster section; unset: the cluster's default): "
               + ", ".join(f"{key} {cluster.get(key, '-')}" for key in
                           ("account", "cpu_partition", "gpu_partition", "gpu_model", "qos"))
@@ -261,8 +269,9 @@ def report(run: run_config.Run, jobs: list[Job], source: str, pack: int = 1) -> 
                      minutes(j.runtime_min for j in references), hours(0),
                      hours(sum(j.cpu_hours for j in references))])
     for job in peaks:
-        rows.append([job.framework, "cpu", "-", "1", job.partition or "(default)", asks([job]),
-                     minutes([job.runtime_min]), hours(0), hours(job.cpu_hours)])
+        rows.append([job.framework, job.device, "-", "1", job.partition or "(default)",
+                     asks([job]), minutes([job.runtime_min]), hours(job.gpu_hours),
+                     hours(job.cpu_hours)])
     rows.append(["total", "", str(n_cells), str(len(jobs)), "", "", "",
                  hours(sum(j.gpu_hours for j in jobs)), hours(sum(j.cpu_hours for j in jobs))])
     lines += table(rows)

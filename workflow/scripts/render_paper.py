@@ -366,7 +366,8 @@ def parse_args(argv=None):
     p.add_argument("--graphs", help="the graphs rule's folder: the computation graphs' "
                    "section (optional)")
     p.add_argument("--scaling-table", help="tables/scaling.csv: the scaling section (optional)")
-    p.add_argument("--peak", help="scaling/peak.json, the measured matmul rate (optional)")
+    p.add_argument("--peak", action="append", default=[], help="scaling/peak.json or "
+                   "peak_cuda.json, a measured matmul rate (optional, repeatable)")
     p.add_argument("--scaling-figure", action="append", default=[], metavar="AXIS=PATH",
                    help="a scaling figure by the axis it sweeps (repeatable)")
     p.add_argument("--out", required=True, help="the PDF to write; paper.tex goes beside it")

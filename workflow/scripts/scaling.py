@@ -128,7 +128,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cells", help="aggregate/cells.parquet of the tree")
     p.add_argument("--bootstrap", help="aggregate/bootstrap.parquet of the tree")
-    p.add_argument("--peak", help="scaling/peak.json (measure_peak.py)")
+    p.add_argument("--peak", action="append", default=[], help="scaling/peak.json or "
+                   "peak_cuda.json (measure_peak.py); repeatable")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--table", help="the scaling table to write (CSV)")
     p.add_argument("--tables", nargs="+", help="scaling tables to draw instead (several "
@@ -162,7 +163,7 @@ def main(argv=None) -> int:
     else:
         table = scaling.scaling_table(pd.read_parquet(args.cells),
                                       pd.read_parquet(args.bootstrap),
-                                      scaling.read_peak(args.peak) if args.peak else {},
+                                      scaling.read_peaks(args.peak),
                                       args.confidence)
         os.makedirs(os.path.dirname(args.table) or ".", exist_ok=True)
         table.to_csv(args.table + ".tmp", index=False)

@@ -19,8 +19,8 @@ bound, "above" where it lies over it, "inconclusive" where it spans it; one proc
 ratio without a verdict (inference.MIN_PROCESSES).
 
 FLOPs per step are adbench.flops' (analytic, 2 per multiply-add), the rate is FLOPs over the
-mean median step, set against the machine's measured float32 matmul peak at the cells'
-thread count (measure_peak.py's peak.json; CPU cells only).
+mean median step, set against the machine's measured float32 matmul peak: a CPU cell's at
+its thread count (measure_peak.py's peak.json), a CUDA cell's on the GPU (peak_cuda.json).
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import math
 from adbench import flops, inference, spec
 
 CHEAP_GRADIENT_BOUND = 5.0
+# Whose product measures a GPU's peak (measure_peak.py --device cuda, in its environment).
+CUDA_PEAK_FRAMEWORK = "torch"
 WITHIN, ABOVE, INCONCLUSIVE = "within", "above", "inconclusive"
 NOT_MEASURED = "not measured: forward and derivative are one call (no forward time)"
 NOT_A_GRADIENT = "not a gradient: an output Jacobian, one reverse pass per row"
@@ -108,9 +110,10 @@ def cheap_gradient(task: str, measured: bool, ratio: inference.Interval) -> str:
 
 
 def peak_of(peak: dict, device: str, threads: int) -> float:
-    """The measured matmul GFLOP/s at `threads` (CPU cells only; NaN where not measured)."""
-    rate = peak.get("threads", {}).get(str(threads)) if device == "cpu" else None
-    return float(rate["gflops"]) if rate else math.nan
+    """The measured matmul GFLOP/s of a cell's device: the CPU's at `threads`, the GPU's; NaN
+    where not measured (no peak file, or a GPU that PyTorch did not see)."""
+    rate = peak.get("threads", {}).get(str(threads)) if device == "cpu" else peak.get(device)
+    return float(rate["gflops"]) if rate and rate.get("gflops") else math.nan
 
 
 def condition_sizes(cells: pd.DataFrame) -> pd.DataFrame:
@@ -169,9 +172,14 @@ def scaling_table(cells: pd.DataFrame, bootstrap: pd.DataFrame, peak: dict,
     return pd.DataFrame(rows, columns=[*stats.CONDITION_FIELDS, *COLUMNS])
 
 
-def read_peak(path) -> dict:
-    with open(path) as f:
-        return json.load(f)
+def read_peaks(paths) -> dict:
+    """The peak files of a tree merged: the CPU's rates by thread count (`threads`) and the
+    GPU's (`cuda`), each from the file that measured it."""
+    merged = {}
+    for path in paths or ():
+        with open(path) as f:
+            merged.update({k: v for k, v in json.load(f).items() if k in ("threads", "cuda")})
+    return merged
 
 
 # ---------------------------------------------------------------- series of one axis
@@ -245,9 +253,9 @@ VERDICT_SHORT = {WITHIN: "within", ABOVE: "above", INCONCLUSIVE: "inconclusive",
                  ONE_PROCESS: "1 process", NOT_MEASURED: "n/a"}
 
 
-def scaling_context(table_path, peak_path, figures: dict[str, str]) -> dict | None:
+def scaling_context(table_path, peak_paths, figures: dict[str, str]) -> dict | None:
     """The context of report/sections/scaling.tex.j2, its key `scaling`: tables/scaling.csv
-    (scaling.py), scaling/peak.json (measure_peak.py) and the figures drawn, {axis: path};
+    (scaling.py), the peak files (measure_peak.py) and the figures drawn, {axis: path};
     every text escaped for LaTeX.  Rows: the gradient tasks' conditions (the bound is a
     gradient's)."""
     import pandas as pd
@@ -262,7 +270,7 @@ def scaling_context(table_path, peak_path, figures: dict[str, str]) -> dict | No
     return {
         "measured": not gradients.empty,
         "bound": f"{CHEAP_GRADIENT_BOUND:g}",
-        "peaks": peak_rows(read_peak(peak_path)) if peak_path else [],
+        "peaks": peak_rows(read_peaks(peak_paths)),
         "rows": [context_row(r, fmt) for r in gradients.itertuples(index=False)],
         "counts": {fmt.latex(VERDICT_WORDS.get(v, v)): int(n) for v, n in
                    gradients["cheap_gradient"].value_counts().items()},
@@ -278,13 +286,19 @@ def scaling_context(table_path, peak_path, figures: dict[str, str]) -> dict | No
 
 
 def peak_rows(peak: dict) -> list[dict]:
+    """A row per measured rate: the CPU's per thread count, then the GPU's (where PyTorch saw
+    one: a file with only its reason gives no row)."""
     from adbench import formatting as fmt
 
-    return [{"threads": fmt.threads_text(t), "gflops": fmt.number(rate["gflops"]),
+    rates = [(fmt.threads_text(t), rate) for t, rate in
+             sorted(peak.get("threads", {}).items(), key=lambda i: int(i[0]))]
+    if (peak.get("cuda") or {}).get("gflops"):
+        rates.append((f"the GPU ({peak['cuda']['gpu_name']})", peak["cuda"]))
+    return [{"where": fmt.latex(where), "gflops": fmt.number(rate["gflops"]),
              "bound": fmt.number(rate["bound"]["gflops"]),
              "share": fmt.percent(rate["fraction_of_bound"], None, tex=True),
              "size": rate["size"], "blas": fmt.latex(rate.get("blas", "numpy"))}
-            for t, rate in sorted(peak.get("threads", {}).items(), key=lambda i: int(i[0]))]
+            for where, rate in rates]
 
 
 def context_row(r, fmt) -> dict:
