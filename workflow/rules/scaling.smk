@@ -8,7 +8,7 @@ SCALING_TABLE = tree("tables/scaling.csv")
 # where CUDA cells run.
 PEAK_THREADS = scaling_plan.thread_counts(CELLS)
 PEAK_FILES = [tree("scaling/peak.json")] if PEAK_THREADS else []
-if any(c.device == "cuda" for c in CELLS):
+if scaling_plan.measures_gpu_peak(CELLS):
     PEAK_FILES.append(tree("scaling/peak_cuda.json"))
 CUDA_PEAK_ENV = spec.FRAMEWORKS[scaling_plan.CUDA_PEAK_FRAMEWORK].env
 SCALING_FIGURES = {

@@ -124,7 +124,7 @@ def peak_jobs(run: run_config.Run) -> list[Job]:
         resources = run_config.slurm_resources(cluster, "cpu")
         jobs.append(Job("matmul_peak", "(matmul peak)", "cpu", run.walltimes.floor_min,
                         max(threads), 0, resources.get("slurm_partition"), None))
-    if any(c.device == "cuda" for c in run.cells):
+    if scaling.measures_gpu_peak(run.cells):
         resources = run_config.slurm_resources(cluster, "cuda")
         jobs.append(Job("matmul_peak_cuda", "(matmul peak)", "cuda", run.walltimes.floor_min,
                         run_config.job_cpus(cluster, "cuda", 1), run_config.cell_gpus("cuda"),

@@ -89,6 +89,11 @@ def thread_counts(cells) -> list[int]:
     return sorted({c.threads for c in cells if c.device == "cpu"})
 
 
+def measures_gpu_peak(cells) -> bool:
+    """Whether the GPU's peak is measured (rule matmul_peak_cuda): where CUDA cells run."""
+    return any(c.device == "cuda" for c in cells)
+
+
 # ---------------------------------------------------------------- the table
 def verdict(interval: inference.Interval, bound: float = CHEAP_GRADIENT_BOUND) -> str:
     if not interval.judged:

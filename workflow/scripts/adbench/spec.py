@@ -403,6 +403,7 @@ def _mlp(hidden: tuple[int, ...], study_parameters: int | None = None,
 # layer each, a factor of 4 apart. Ours, not the study's: a size of a family every backend
 # builds from arch["sizes"], so the backend tests check the family on the study's models.
 SWEEP_WIDTHS = (32, 128, 2048, 8192)
+SWEEP_MODELS = tuple(f"mlp{w}" for w in SWEEP_WIDTHS)
 WIDTH_SWEEP_SOURCE = "the width sweep (the study's 512-MLP at other widths)"
 
 
@@ -450,7 +451,8 @@ MODELS: dict[str, ModelSpec] = {
     "mlp512": _mlp((512,), 406528),
     "mlp354x2": _mlp((354, 354), 406392),
     "mlp294x3": _mlp((294, 294, 294), 406308),
-    **{f"mlp{w}": _mlp((w,), source=WIDTH_SWEEP_SOURCE) for w in SWEEP_WIDTHS},
+    **{name: _mlp((width,), source=WIDTH_SWEEP_SOURCE)
+       for name, width in zip(SWEEP_MODELS, SWEEP_WIDTHS)},
     "fcn": ModelSpec(
         label="FCN", family="mlp", source="000 §3.2, Table 3 (FCN)",
         choices="fully-connected network 784-256-10, ReLU; sizes not stated by the study",
@@ -550,11 +552,10 @@ class TableInfo:
 
 MLPS = ("mlp512", "mlp354x2", "mlp294x3")  # the study's: depth at constant parameters
 # One hidden layer, width growing (the study's mlp512 among them), in order of width.
-MLP_WIDTHS = tuple(sorted((f"mlp{w}" for w in (*SWEEP_WIDTHS, 512)),
-                          key=lambda m: MODELS[m].arch["sizes"][1]))
+MLP_WIDTHS = tuple(f"mlp{w}" for w in sorted((*SWEEP_WIDTHS, 512)))
 # The models of the seeds' documents: MODELS less the sweep's own sizes. The study's claims
 # and tables range over these; a sweep model is measured by its sweep's config alone.
-STUDY_MODELS = tuple(m for m in MODELS if MODELS[m].source != WIDTH_SWEEP_SOURCE)
+STUDY_MODELS = tuple(m for m in MODELS if m not in SWEEP_MODELS)
 JACOBIANS = ("jacobian_rows", "jacobian_vectorized")
 STUDY_FRAMEWORKS = ("torch", "tensorflow")  # what the study's own tables compare
 
