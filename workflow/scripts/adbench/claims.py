@@ -283,19 +283,26 @@ def varying_lengths() -> Claim:
     )
 
 
+def forward_of(framework: str, mode: str, model: str) -> Side:
+    """The forward a mode's backward step is set against (scaling.forward_source's rule): its
+    own iterations' forward where it times the forward apart, else the forward task's step."""
+    if "forward_s" in spec.timed_quantities(framework, mode, "backward"):
+        return Side(framework, mode, model, "backward", "forward_s")
+    return Side(framework, mode, model, spec.FORWARD_TASK, "step_s")
+
+
 def cheap_gradient() -> Claim:
-    """The cheap-gradient principle, per (framework, mode) that times its forward apart."""
+    """The cheap-gradient principle, per (framework, mode)."""
     return Claim(
         "cheap_gradient",
-        f"each mode's whole step (forward and reverse) over its forward, timed in the same "
-        f"iterations (backward task, every model, the modes that time the forward apart): at "
-        f"most {CHEAP_GRADIENT_BOUND:g} when the gradient is as cheap as the principle says",
+        f"each mode's whole step (forward and reverse, backward task, every model) over its "
+        f"forward: timed in the same iterations where the mode runs the forward apart, else "
+        f"the forward-alone task's step in processes of the same seeds: at most "
+        f"{CHEAP_GRADIENT_BOUND:g} when the gradient is as cheap as the principle says",
         "at_most",
         tuple(
-            Comparison(Side(f, m, model, "backward", "step_s"),
-                       Side(f, m, model, "backward", "forward_s"))
+            Comparison(Side(f, m, model, "backward", "step_s"), forward_of(f, m, model))
             for f, m in pairs()
-            if "forward_s" in spec.timed_quantities(f, m, "backward")
             for model in spec.STUDY_MODELS
         ),
         bound=CHEAP_GRADIENT_BOUND,

@@ -166,6 +166,9 @@ def task_flops(model: str, task: str, batch_size: int, jacobian_rows: int) -> di
     its derivative (the reverse passes) and the whole step, keyed like the raw quantities.
     Output Jacobians are of one example, one reverse pass per row (vectorised or not:
     the same products, batched); the loss Jacobian is one reverse pass, as backward."""
+    if spec.TASKS[task].derivative == "loss":  # the forward alone
+        forward = forward_flops(model, batch_size)
+        return {"forward_s": forward, "backward_s": 0, "step_s": forward}
     if spec.TASKS[task].derivative == "jacobian":
         rows = min(jacobian_rows, spec.MODELS[model].n_outputs)
         forward, backward = forward_flops(model, 1), rows * input_gradient_flops(model)

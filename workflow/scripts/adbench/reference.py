@@ -9,7 +9,7 @@ The derivative is that of the task's kind (spec.TASKS[task].derivative) at the w
 first batch, in the layout the backends' `Prepared.derivatives` use.  A frozen task's
 ("trainable_gradients": the gradients of the parameters outside the model's frozen part) is
 the all-trainable gradients' reference restricted to those parameters: computed whole, never
-by the frozen path the cells take.
+by the frozen path the cells take.  A forward task's ("loss") is that reference's loss.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from adbench import spec
 
 # The task whose data sizes each derivative kind's reference shares with its cells.
 REFERENCE_TASK = {"gradients": "backward", "trainable_gradients": "backward_frozen",
-                  "jacobian": "jacobian_rows", "sequence_gradients": "backward_varlen"}
+                  "jacobian": "jacobian_rows", "sequence_gradients": "backward_varlen",
+                  "loss": spec.FORWARD_TASK}
 # An array whose reference is tiny next to the others (attention's key bias has a zero
 # gradient in exact arithmetic) is compared on this fraction of the largest array's norm.
 NORM_FLOOR = 1e-2
@@ -41,10 +42,19 @@ def relative_error(arrays: list[np.ndarray], reference: list[np.ndarray]) -> flo
                 for a, b, n in zip(arrays, reference, norms)), default=0.0)
 
 
+def loss_as_array(loss: float, dtype="float64") -> tuple[float, list[np.ndarray]]:
+    """What a forward task checks (derivative kind "loss"): the loss itself, as one array of
+    the cell's dtype, so that it is compared like any derivative (relative_error)."""
+    return loss, [np.array([loss], dtype=dtype)]
+
+
 def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarray]]:
     derivative = spec.TASKS[workload.task].derivative
     workload = dataclasses.replace(workload, task=REFERENCE_TASK[derivative], warmup=0,
                                    iterations=1)
+    if derivative == "loss":  # the gradients' reference's loss, computed the same way
+        loss, _ = reference_derivatives(dataclasses.replace(workload, task="backward"))
+        return loss_as_array(loss)
     if spec.TASKS[workload.task].frozen:
         loss, arrays = reference_derivatives(dataclasses.replace(workload, task="backward"))
         return loss, [arrays[i] for i in workload.spec.trained(workload.task)]

@@ -2,13 +2,17 @@
 (analysis environment: numpy, pandas).
 
 The cheap-gradient ratio is a condition's step over its forward, (forward + reverse) /
-forward, from the times the cells record: a cell whose forward and derivative are two calls
-(spec.timed_quantities: eager modes and TorchScript) records `forward_s` beside `step_s` in
-every iteration, so the ratio is measured in the same process and loop.  A whole-step mode
-(tf.function, XLA, jax.jit, PyTensor), or a task computed in one call (the vectorised and
-loss Jacobians), records `step_s` alone: its ratio is not measured (n/a, said), and its FLOP
-rate still is.  The bound is a gradient's: the ratio of an output-Jacobian task (a reverse
-pass per row) is shown, not judged.  The ratio is the mean over processes of each
+forward, from the times the cells record, by one rule (forward_source):
+- a cell whose forward and derivative are two calls (spec.timed_quantities: eager modes and
+  TorchScript) records `forward_s` beside `step_s` in every iteration: the ratio is measured
+  in the same process and loop (IN_PROCESS);
+- a whole-step mode (tf.function, XLA, jax.jit, PyTensor), or a task computed in one call
+  (the vectorised and loss Jacobians), records `step_s` alone: its forward is the forward
+  task's step (spec.FORWARD_TASK: the loss alone, compiled the same way), paired by seed
+  (FORWARD_TASK_SOURCE), where the tree ran that task; else the ratio is not measured (n/a,
+  said), and its FLOP rate still is.
+The bound is a gradient's: the ratio of an output-Jacobian task (a reverse pass per row) is
+shown, not judged; the forward task's own row is the denominator, not judged either.  The ratio is the mean over processes of each
 process's median (claims.VERDICT_STATISTIC), with its bootstrap interval paired by seed
 (stats.Replicates.ratio), as the verdicts compute theirs.
 
@@ -36,8 +40,13 @@ CHEAP_GRADIENT_BOUND = 5.0
 # Whose product measures a GPU's peak (measure_peak.py --device cuda, in its environment).
 CUDA_PEAK_FRAMEWORK = "torch"
 WITHIN, ABOVE, INCONCLUSIVE = "within", "above", "inconclusive"
-NOT_MEASURED = "not measured: forward and derivative are one call (no forward time)"
+NOT_MEASURED = ("not measured: forward and derivative are one call, and no forward task "
+                "ran")
 NOT_A_GRADIENT = "not a gradient: an output Jacobian, one reverse pass per row"
+NOT_A_DERIVATIVE = "the forward alone: the denominator of its modes' ratios"
+# Where a condition's forward time comes from (the table's `forward_from`).
+IN_PROCESS = "same iterations"
+FORWARD_TASK_SOURCE = "forward task"
 ONE_PROCESS = inference.ONE_PROCESS
 
 # The sweep axes a tree can vary, and the table column each is read from.  A batch size is
@@ -52,7 +61,8 @@ AXIS_MODELS = {"hidden_layers": spec.MLPS, "hidden_width": spec.MLP_WIDTHS}
 # After the condition's fields (stats.CONDITION_FIELDS):
 COLUMNS = [
     "label", "batch_size", "jacobian_rows", "hidden_layers", "hidden_width",
-    "n_parameters", "n_processes", "forward_s", "step_s", "cheap_gradient_ratio",
+    "n_parameters", "n_processes", "forward_s", "forward_from", "step_s",
+    "cheap_gradient_ratio",
     "cheap_gradient_ratio_low", "cheap_gradient_ratio_high", "cheap_gradient",
     "flops_forward", "flops_step", "flops_ratio", "gflops_forward", "gflops",
     "peak_gflops", "fraction_of_peak",
@@ -107,6 +117,8 @@ def verdict(interval: inference.Interval, bound: float = CHEAP_GRADIENT_BOUND) -
 
 def cheap_gradient(task: str, measured: bool, ratio: inference.Interval) -> str:
     """The verdict of a gradient task's ratio (the bound is a gradient's); why none else."""
+    if task == spec.FORWARD_TASK:
+        return NOT_A_DERIVATIVE
     if not measured:
         return NOT_MEASURED
     if spec.TASKS[task].derivative != "gradients":
@@ -137,9 +149,10 @@ def condition_row(size, found: stats.Replicates, peak: dict, confidence: float) 
 
     key = tuple(getattr(size, f) for f in stats.CONDITION_FIELDS)
     step = found.get(key + ("step_s",), (math.nan, None))[0]
-    forward = found.get(key + ("forward_s",), (math.nan, None))[0]
-    measured = key + ("forward_s",) in found
-    ratio = (found.ratio(key + ("step_s",), key + ("forward_s",), confidence)
+    source, forward_key = forward_source(key, found)
+    forward = found.get(forward_key, (math.nan, None))[0] if source else math.nan
+    measured = source is not None and size.task != spec.FORWARD_TASK
+    ratio = (found.ratio(key + ("step_s",), forward_key, confidence)
              if measured else None) or inference.NO_INTERVAL
     counts = flops.task_flops(size.model, size.task, int(size.batch_size),
                               int(size.jacobian_rows))
@@ -151,7 +164,8 @@ def condition_row(size, found: stats.Replicates, peak: dict, confidence: float) 
         "batch_size": int(size.batch_size), "jacobian_rows": int(size.jacobian_rows),
         "hidden_layers": hidden_layers(size.model), "hidden_width": hidden_width(size.model),
         "n_parameters": spec.MODELS[size.model].n_parameters,
-        "n_processes": int(size.n_processes), "forward_s": forward, "step_s": step,
+        "n_processes": int(size.n_processes), "forward_s": forward,
+        "forward_from": source or "", "step_s": step,
         "cheap_gradient_ratio": ratio.point, "cheap_gradient_ratio_low": ratio.low,
         "cheap_gradient_ratio_high": ratio.high,
         "cheap_gradient": cheap_gradient(size.task, measured, ratio),
@@ -160,6 +174,19 @@ def condition_row(size, found: stats.Replicates, peak: dict, confidence: float) 
         "gflops_forward": (counts["forward_s"] / forward / 1e9 if forward > 0 else math.nan),
         "gflops": gflops, "peak_gflops": peak_rate, "fraction_of_peak": gflops / peak_rate,
     }
+
+
+def forward_source(key: tuple, found) -> tuple[str | None, tuple | None]:
+    """Where a condition's forward time is read (the module docstring's rule): its own
+    iterations' `forward_s`, else the forward task's `step_s` in the same (framework, mode,
+    model, device, threads); (None, None) where neither was measured."""
+    from adbench import stats
+
+    if key + ("forward_s",) in found:
+        return IN_PROCESS, key + ("forward_s",)
+    named = dict(zip(stats.CONDITION_FIELDS, key))
+    forward = tuple({**named, "task": spec.FORWARD_TASK}.values()) + ("step_s",)
+    return (FORWARD_TASK_SOURCE, forward) if forward in found else (None, None)
 
 
 def scaling_table(cells: pd.DataFrame, bootstrap: pd.DataFrame, peak: dict,
@@ -253,7 +280,8 @@ def series_word(key: str, value) -> str:
 VERDICT_WORDS = {WITHIN: "within the bound", ABOVE: "above the bound",
                  INCONCLUSIVE: "inconclusive (the interval spans the bound)",
                  ONE_PROCESS: "from one process (not judged)",
-                 NOT_MEASURED: "without a forward time (one compiled call)"}
+                 NOT_MEASURED: "without a forward time (one compiled call, no forward "
+                               "task)"}
 VERDICT_SHORT = {WITHIN: "within", ABOVE: "above", INCONCLUSIVE: "inconclusive",
                  ONE_PROCESS: "1 process", NOT_MEASURED: "n/a"}
 

@@ -175,8 +175,9 @@ class TaskInfo:
     label: str
     description: str
     # "gradients" (of the loss, per parameter), "trainable_gradients" (the same, of the
-    # parameters outside the model's frozen part only: ModelSpec.frozen) or "jacobian"
-    # (output w.r.t. input).  Each kind has its own float64 reference file.
+    # parameters outside the model's frozen part only: ModelSpec.frozen), "jacobian"
+    # (output w.r.t. input) or "loss" (no derivative: the loss itself is checked).  Each
+    # kind has its own float64 reference file.
     derivative: str
     # Forward and derivative are two calls the clock can separate (outside whole-step modes).
     separable: bool
@@ -252,6 +253,11 @@ TASKS: dict[str, TaskInfo] = {
         "user who differentiates the same graph again, until the next step starts (dropped "
         "there, outside the clock)",
         "gradients", separable=True, variant_of="backward"),
+    "forward": TaskInfo(
+        "forward alone", "the scalar loss on a batch with no derivative taken and nothing "
+        "recorded for one (torch.no_grad() / no tape / a compiled function of the loss "
+        "alone): the function whose cost a gradient's is set against (the cheap-gradient "
+        "ratio of a mode whose step is one call)", "loss", separable=False),
     **{task: TaskInfo(
         label, f"the backward step of a sequence model on batches of varying length "
         f"({SEQUENCE_LENGTHS[0]} to {SEQUENCE_LENGTHS[1]} steps, drawn per batch from the "
@@ -265,8 +271,12 @@ TASKS: dict[str, TaskInfo] = {
 }
 # The variable-length tasks (TaskInfo.sequence), in SEQUENCES' order.
 SEQUENCE_TASKS = tuple(t for s in SEQUENCES for t, info in TASKS.items() if info.sequence == s)
-# The tasks of the study's own experiments (the others vary one of them: TaskInfo.variant_of).
-STUDY_TASKS = tuple(t for t, info in TASKS.items() if info.variant_of is None)
+# The forward alone: the denominator of the cheap-gradient ratio (adbench.scaling).
+FORWARD_TASK = "forward"
+# The tasks of the study's own experiments (the others vary one of them: TaskInfo.variant_of,
+# or time the forward alone).
+STUDY_TASKS = tuple(t for t, info in TASKS.items()
+                    if info.variant_of is None and t != FORWARD_TASK)
 
 
 def eager_mode_of(framework: str) -> str | None:

@@ -58,6 +58,12 @@ results tree), never the user's home; `choices` says whether a cache was cold or
                                  (trained_params: every one outside spec.ModelSpec.frozen)
     task derivative "jacobian":  (nan,  [J]) with J of shape spec.jacobian_shape(rows):
                                  d output.flatten()[:rows] / d x (one example, canonical layout)
+    task derivative "loss":      reference.loss_as_array(loss): the forward task
+                                 (spec.FORWARD_TASK) takes no derivative, its loss is checked
+
+The forward task times the loss alone, as the mode runs a function its users do not
+differentiate: eager with nothing recorded for a derivative (no tape, torch.no_grad()), a
+compiled mode's compiled function of the loss (its own trace or compilation, as the step's).
 """
 
 from __future__ import annotations

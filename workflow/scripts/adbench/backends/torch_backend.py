@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adbench import spec
+from adbench.reference import loss_as_array
 from adbench.backends import (Prepared, UnsupportedCell, check_sequence_model,
                               device_not_visible, no_sync, trained_params)
 from adbench.timing import split_timer, whole_timer
@@ -840,6 +841,29 @@ def loss_jacobian_task(net, binds, batches, workload, sync, mode) -> Prepared:
                                        "torch.func.functional_call", **notes}, compile_s)
 
 
+def forward_task(net, binds, batches, workload, sync, mode) -> Prepared:
+    """The loss alone (spec.FORWARD_TASK) under torch.no_grad(): autograd records nothing, as
+    in a user's evaluation; the mode transforms WithLoss as for backward (torch.compile
+    compiles its no-grad graph at the first call)."""
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    with torch.no_grad():  # a trace records the graph it is traced in
+        f, compile_s, notes = transform(net, mode, batch(0))
+
+    def loss(i):
+        with torch.no_grad():
+            return f(*batch(i))
+
+    def run(i, clock):
+        return whole_timer(lambda: loss(i), sync, clock)
+
+    def derivatives(i):
+        value = loss(i)
+        return loss_as_array(float(value), str(value.dtype).removeprefix("torch."))
+
+    return Prepared(run, derivatives, {"forward": "WithLoss(model) under torch.no_grad()",
+                                       **notes}, compile_s)
+
+
 # ================================================================ variable-length tasks
 def _sequence_refusal(mode: str, strategy: str, workload: spec.Workload) -> str | None:
     """Why a mode cannot run a variable-length strategy as its users would, or would compute
@@ -1005,5 +1029,6 @@ TASK_BUILDERS = {
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": jacobian_vectorized_task,
     "loss_jacobian": loss_jacobian_task,
+    spec.FORWARD_TASK: forward_task,
     **{task: sequence_task for task in spec.SEQUENCE_TASKS},
 }
