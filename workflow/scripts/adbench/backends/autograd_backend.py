@@ -29,6 +29,7 @@ from autograd.scipy.special import logsumexp
 
 from adbench import spec
 from adbench.backends import Prepared, UnsupportedCell, blas, no_sync, trained_params
+from adbench.reference import loss_as_array
 from adbench.timing import split_timer, whole_timer
 
 
@@ -422,12 +423,33 @@ def loss_jacobian_task(model_fn, loss_fn, params, batches, workload) -> Prepared
                     "(a concatenate of the gradients into one flat vector)"})
 
 
+def forward_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
+    """The loss alone (spec.FORWARD_TASK): the model and loss called on plain numpy arrays,
+    outside make_vjp / autograd.grad, so autograd boxes nothing and records no tape."""
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+
+    def loss(i):
+        b = batch(i)
+        return loss_fn(model_fn(params, b), b)
+
+    def run(i, clock):
+        return whole_timer(lambda: loss(i), no_sync, clock)
+
+    def derivatives(i):  # checked in the cell's dtype, the parameters' (prepare)
+        return loss_as_array(float(loss(i)), params[0].dtype.name)
+
+    return Prepared(run, derivatives, {
+        "forward": "loss(model(params, batch)) called plainly on numpy arrays (no make_vjp "
+                   "or autograd.grad): autograd.numpy passes straight to numpy, no tape"})
+
+
 TASK_BUILDERS: dict[str, Callable[..., Prepared]] = {
     "backward": backward_task,
     "backward_frozen": backward_frozen_task,
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": jacobian_vectorized_task,
     "loss_jacobian": loss_jacobian_task,
+    spec.FORWARD_TASK: forward_task,
 }
 
 

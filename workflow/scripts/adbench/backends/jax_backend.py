@@ -46,6 +46,7 @@ from adbench.backends import (
     device_not_visible,
     trained_params,
 )
+from adbench.reference import loss_as_array
 from adbench.timing import split_timer, whole_timer
 
 MODES = ("eager", "jit")
@@ -484,8 +485,9 @@ def device_sync(device: str) -> ResultSync:
 @dataclasses.dataclass
 class Task:
     """One task: `forward(params, x, aux) -> state` and `derive(state)` for the split eager
-    timing; `step(params, x, aux)` the whole iteration (jitted in jit mode); `result(params,
-    x, aux) -> (loss, {name: array} or [jacobian])` for the derivative check."""
+    timing (None where the task is not separable); `step(params, x, aux)` the whole iteration
+    (jitted in jit mode); `result(params, x, aux) -> (loss, {name: array} or [jacobian] or
+    None)` for the derivative check (None: the forward task, which checks its loss)."""
 
     forward: Callable
     derive: Callable
@@ -620,10 +622,30 @@ def jacobian_vectorized_task(forward: Forward, loss: Callable, one_hot: list, ji
                              "one-hot basis)" + (", inside the jax.jit" if jit else "")})
 
 
+def forward_task(forward: Forward, loss: Callable, one_hot: list, jit: bool) -> Task:
+    """The loss alone (spec.FORWARD_TASK): no jax.vjp or jax.grad, so nothing is linearised
+    or kept for a derivative; jit mode jax.jits the loss function itself, eager calls it
+    under jax.disable_jit() (prepare's context), as the backward step."""
+    def loss_fn(params, x, aux):
+        return loss(forward(params, x, aux), aux)
+
+    step = jax.jit(loss_fn) if jit else loss_fn
+
+    def result(params, x, aux):
+        return float(step(params, x, aux)), None  # no derivative: the loss is checked
+
+    choice = ("jax.jit(loss) of the parameter dict: the forward and the loss, no jax.vjp "
+              "or jax.grad" if jit else
+              "loss(params, x, aux) called under jax.disable_jit(), no jax.vjp or jax.grad: "
+              "nothing linearised")
+    return Task(None, None, step, result, {"forward": choice}, jitted=(step,) if jit else ())
+
+
 TASK_BUILDERS = {"backward": backward_task, "backward_frozen": backward_frozen_task,
                  "loss_jacobian": loss_jacobian_task,
                  "jacobian_rows": jacobian_rows_task,
                  "jacobian_vectorized": jacobian_vectorized_task,
+                 spec.FORWARD_TASK: forward_task,
                  # The variable-length tasks: the backward step of the sequence model
                  # (SEQUENCE_FAMILIES), on batches shaped by the task's strategy.
                  **{task: backward_task for task in spec.SEQUENCE_TASKS}}
@@ -763,7 +785,10 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     def derivatives(i):
         with context():
             loss, arrays = task.result(differentiated, *batch(i))
-        if spec.TASKS[workload.task].derivative == "jacobian":
+        derivative = spec.TASKS[workload.task].derivative
+        if derivative == "loss":  # the forward task: its loss, as one array
+            return loss_as_array(loss, dtype)
+        if derivative == "jacobian":
             shape = model_spec.jacobian_shape(rows)
             return float("nan"), [np.asarray(arrays, dtype=dtype).reshape(shape)]
         return loss, [np.asarray(arrays[name], dtype=dtype) for name in trained]
