@@ -25,7 +25,8 @@ import numpy as np
 
 from adbench import spec
 from adbench.backends import Prepared, UnsupportedCell, blas, no_sync
-from adbench.timing import split_timer
+from adbench.reference import loss_as_array
+from adbench.timing import split_timer, whole_timer
 
 NO_JACOBIAN_API = ("chainer 7.8.1 has no Jacobian API: no jacobian function and no "
                    "vectorisation over vector-Jacobian products (only Variable.backward and "
@@ -423,6 +424,28 @@ def jacobian_rows_task(model: Model, loss_fn, batches, workload) -> Prepared:
                     "one graph (chainer.grad backpropagates only along paths to x)"})
 
 
+def forward_task(model: Model, loss_fn, batches, workload) -> Prepared:
+    """The loss alone (spec.FORWARD_TASK) under chainer.no_backprop_mode(): no creator
+    functions are kept, so no graph is recorded for a backward.  numpy computes
+    synchronously: the step is one call."""
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    dtype = batches[0][0].dtype.name  # the cell's dtype, as prepare made the batches
+
+    def loss(i):
+        x, aux = batch(i)
+        with chainer.no_backprop_mode():
+            return loss_fn(model.forward(x, aux), aux)
+
+    def run(i, clock):
+        return whole_timer(lambda: loss(i), no_sync, clock)
+
+    def derivatives(i):
+        return loss_as_array(float(loss(i).array), dtype)
+
+    return Prepared(run, derivatives, {"forward": "loss_fn(model.forward(x, aux), aux) under "
+                                       "chainer.no_backprop_mode() (no graph recorded)"})
+
+
 def unsupported_task(reason: str):
     def build(model, loss_fn, batches, workload):
         raise UnsupportedCell(reason)
@@ -439,6 +462,7 @@ TASK_BUILDERS = {
     "loss_jacobian": unsupported_task(
         NO_JACOBIAN_API + "; chainer.grad of the scalar loss is the plain gradient, already "
         "timed as the backward task"),
+    spec.FORWARD_TASK: forward_task,
 }
 
 

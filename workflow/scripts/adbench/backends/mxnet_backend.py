@@ -44,7 +44,8 @@ from mxnet.gluon import nn, rnn
 
 from adbench import spec
 from adbench.backends import Prepared, UnsupportedCell, blas, trained_params
-from adbench.timing import split_timer
+from adbench.reference import loss_as_array
+from adbench.timing import split_timer, whole_timer
 
 
 # ================================================================ environment
@@ -495,6 +496,32 @@ def jacobian_rows_task(model, binds, batches, workload, hybrid: bool) -> Prepare
                                        "then nd.stack of the rows"})
 
 
+def forward_task(model, binds, batches, workload, hybrid: bool) -> Prepared:
+    """The loss alone (spec.FORWARD_TASK): WithLoss called outside autograd.record(), so
+    autograd records nothing (and the call runs in predict mode, which batch norm with
+    use_global_stats=True computes alike); hybrid mode hybridizes it as for backward, its
+    inference CachedOp built at the first call.  The engine is waited for (mx.nd.waitall)
+    before every clock read, as in the other tasks."""
+    net = WithLoss(model, workload.spec)
+    if hybrid:
+        net.hybridize(static_alloc=True, static_shape=True)
+    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+    dtype = np.dtype(batches[0][0].dtype).name  # the cell's dtype, as prepare made the batches
+
+    def loss(i):
+        return net(*batch(i))  # no autograd.record(): nothing kept for a backward
+
+    def run(i, clock):
+        return whole_timer(lambda: loss(i), _sync, clock)
+
+    def derivatives(i):
+        return loss_as_array(float(loss(i).asnumpy().reshape(())), dtype)
+
+    return Prepared(run, derivatives, {"forward": "loss = net(x, y) outside autograd.record() "
+                                       "(nothing recorded, predict mode); mx.nd.waitall() "
+                                       "before the clock is read"})
+
+
 def _no_jacobian_api(model, binds, batches, workload, hybrid):
     raise UnsupportedCell(
         f"MXNet {mx.__version__} has no Jacobian API: mx.autograd offers backward, grad "
@@ -509,6 +536,7 @@ TASK_BUILDERS = {
     "jacobian_rows": jacobian_rows_task,
     "jacobian_vectorized": _no_jacobian_api,
     "loss_jacobian": _no_jacobian_api,
+    spec.FORWARD_TASK: forward_task,
 }
 
 # Batch norm in inference mode, the way that gives correct gradients in MXNet 1.9.1: predict
@@ -537,7 +565,8 @@ def prepare(workload: spec.Workload, mode: str, device: str,
         raise UnsupportedCell(f"mxnet backend has no task {workload.task!r}")
     if dtype not in ("float32", "float64"):
         raise UnsupportedCell(f"mxnet backend runs float32 (float64 for tests), not {dtype}")
-    if dtype != "float32" and workload.spec.loss == "ctc" and workload.task == "backward":
+    if dtype != "float32" and workload.spec.loss == "ctc" and workload.task in (
+            "backward", spec.FORWARD_TASK):
         raise UnsupportedCell("MXNet's CTCLoss operator computes in float32 only: no "
                               f"{dtype} CTC loss")
     if device == "cuda":
