@@ -289,8 +289,8 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     choices.update(
         {
             "mode": mode_label,
-            "compile_s": "symbolic differentiation + pytensor.function (rewrites, C code "
-            "generation and g++ / Numba code generation)"
+            "compile_s": graphs.compile_work(workload) + "pytensor.function (rewrites, C "
+            "code generation and g++ / Numba code generation)"
             + (
                 " + Numba's LLVM compilation for the first call's types" if mode == "numba" else ""
             ),

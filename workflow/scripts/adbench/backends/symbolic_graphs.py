@@ -22,6 +22,7 @@ import numpy as np
 
 from adbench import spec
 from adbench.backends import UnsupportedCell, no_sync, trained_params
+from adbench.reference import loss_as_array
 from adbench.timing import whole_timer
 
 
@@ -301,12 +302,17 @@ def inputs(d: Dialect, model, dtype: str, per_example: bool):
     return x, aux
 
 
+def model_loss(d: Dialect, workload: spec.Workload, params, x, aux):
+    """The scalar loss of the workload's model on the batch (x, aux)."""
+    model = workload.spec
+    return loss_of(d, model, FAMILIES[model.family](d, model, params, x, aux), aux)
+
+
 def _loss_graph(d: Dialect, workload: spec.Workload, params, x, aux):
     """(outputs, derivative choice) of backward, backward_frozen and loss_jacobian: the loss,
     then its derivatives w.r.t. every weight (the trainable ones of backward_frozen: grad
     w.r.t. a subset builds no derivative graph through the frozen part)."""
-    model = workload.spec
-    loss = loss_of(d, model, FAMILIES[model.family](d, model, params, x, aux), aux)
+    loss = model_loss(d, workload, params, x, aux)
     if workload.task == "backward":
         return [loss, *d.framework.grad(loss, params)], f"{d.name}.grad(loss, shared weights)"
     if workload.task == "backward_frozen":
@@ -343,6 +349,10 @@ def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
     if task in ("backward", "backward_frozen", "loss_jacobian"):
         outputs, choices["derivative"] = _loss_graph(d, workload, params, x, aux)
         return [x, aux], outputs, choices
+    if task == spec.FORWARD_TASK:  # the loss alone: no grad anywhere in the graph
+        choices["forward"] = (f"{d.name}.function of the loss alone (no {d.name}.grad in "
+                              "the graph), compiled in prepare as the other tasks' steps")
+        return [x, aux], [model_loss(d, workload, params, x, aux)], choices
     jacobians = {"jacobian_rows": d.jacobian_rows, "jacobian_vectorized": d.jacobian_vectorized}
     if task not in jacobians:
         raise UnsupportedCell(NO_TASK.get(task, f"{d.name} backend has no task {task!r}")
@@ -355,6 +365,14 @@ def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
 
 
 # ================================================================ the compiled step
+def compile_work(workload: spec.Workload) -> str:
+    """What precedes the compilation in compile_s, for the choice: the forward task builds
+    the loss's graph only, every other task differentiates it too."""
+    if workload.task == spec.FORWARD_TASK:
+        return "the loss's graph (no differentiation) + "
+    return "symbolic differentiation + "
+
+
 def shared_params(shared: Callable, workload: spec.Workload, dtype: str) -> list:
     """The spec's parameters as shared variables, borrowing the canonical arrays."""
     arrays = spec.make_params(workload)
@@ -385,7 +403,8 @@ def check_output_dtypes(function, dtype: str) -> None:
 
 def timed_function(function, batches: list[tuple], n_inputs: int, workload, after_call=None):
     """(run, derivatives) of a compiled task function (it computes synchronously and returns
-    numpy arrays): run times one call, then `after_call()`; derivatives unpacks its outputs."""
+    numpy arrays): run times one call, then `after_call()`; derivatives unpacks its outputs
+    (the forward task's one output, its loss, as reference.loss_as_array)."""
 
     def args(i):
         return batches[i % len(batches)][:n_inputs]
@@ -398,7 +417,10 @@ def timed_function(function, batches: list[tuple], n_inputs: int, workload, afte
 
     def derivatives(i):
         values = function(*args(i))
-        if spec.TASKS[workload.task].derivative == "jacobian":
+        kind = spec.TASKS[workload.task].derivative
+        if kind == "loss":  # the forward task: its one output, in the cell's dtype
+            return loss_as_array(float(values[0]), np.asarray(values[0]).dtype.name)
+        if kind == "jacobian":
             return float("nan"), [np.asarray(values[0])]
         return float(values[0]), [np.asarray(v) for v in values[1:]]
 

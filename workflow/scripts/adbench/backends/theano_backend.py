@@ -229,8 +229,8 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     choices.update(
         {
             "mode": MODE_CHOICE,
-            "compile_s": "symbolic differentiation + theano.function (graph optimisation, C "
-            "code generation, g++ of the modules not in the compiledir)",
+            "compile_s": graphs.compile_work(workload) + "theano.function (graph "
+            "optimisation, C code generation, g++ of the modules not in the compiledir)",
             "cache": cache,
             "blas": f"blas.ldflags={theano.config.blas.ldflags!r}"
             + (
