@@ -4,7 +4,9 @@ tf.function (graph), or in one tf.function(jit_compile=True) that XLA compiles (
 Each model family is built the way Keras users write it; the spec's canonical arrays are
 loaded into it once, converted to TensorFlow's layouts (NHWC images, HWIO kernels), and
 derivatives are converted back outside the clock.  The tasks are written once, as a
-`forward` (what runs under the tape) and a `derive` (the tape call), over every model.
+`forward` (what runs under the tape) and a `derive` (the tape call), over every model; the
+forward task (spec.FORWARD_TASK) is the loss alone, with no tape and a `derive` that takes
+nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import tensorflow as tf
 from adbench import spec
 from adbench.backends import (Prepared, UnsupportedCell, check_sequence_model,
                               device_not_visible, no_sync, trained_params)
+from adbench.reference import loss_as_array
 from adbench.timing import split_timer, whole_timer
 
 keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
@@ -478,6 +481,8 @@ class Task:
     trained: list[int] | None = None
     # Called outside the clock before each step: drops what the last step kept.
     release: Callable[[], None] = no_sync
+    # What a compiled mode's tf.function holds (MODE_CHOICES' {step}).
+    step: str = "forward and tape call"
 
 
 def _loss_task(model: Model, loss_fn, jacobian: bool) -> Task:
@@ -579,6 +584,19 @@ def _vectorized_task(model: Model, rows: int) -> Task:
     return Task(forward, derive)
 
 
+def _forward_task(model: Model, loss_fn) -> Task:
+    """The loss alone (spec.FORWARD_TASK): no tf.GradientTape, so nothing is recorded for a
+    derivative; a compiled mode's tf.function holds the loss and nothing else."""
+    def forward(batch):
+        return loss_fn(model.forward(batch), batch)
+
+    def derive(loss):  # no derivative: the step returns the loss as it is
+        return loss, []
+
+    return Task(forward, derive, {"forward": "the model's loss with no tf.GradientTape "
+                                             "(nothing recorded)"}, step="the loss alone")
+
+
 PFOR_CHOICE = ("tape.jacobian(experimental_use_pfor=True); in eager mode pfor traces its "
                "loop body into a fresh tf.function at every call (TensorFlow's own design)")
 
@@ -597,6 +615,8 @@ def make_task(workload: spec.Workload, model: Model, dtype) -> Task:
         task = _loss_task(model, LOSSES[workload.spec.loss], jacobian=True)
         task.choices["pfor"] = PFOR_CHOICE
         return task
+    if workload.task == spec.FORWARD_TASK:
+        return _forward_task(model, LOSSES[workload.spec.loss])
     if workload.task == "jacobian_rows":
         return _rows_task(model, rows, dtype)
     if workload.task == "jacobian_vectorized":
@@ -607,12 +627,13 @@ def make_task(workload: spec.Workload, model: Model, dtype) -> Task:
 
 
 # ================================================================ prepare
+# {step}: what the task's tf.function holds (Task.step).
 MODE_CHOICES = {
     "eager": {},
-    "graph": {"tf_function": "one tf.function of forward and tape call, no input_signature: "
+    "graph": {"tf_function": "one tf.function of {step}, no input_signature: "
                              "the shorter last batch of an epoch retraces once",
               "jit_compile": "False"},
-    "xla": {"tf_function": "one tf.function(jit_compile=True) of forward and tape call, no "
+    "xla": {"tf_function": "one tf.function(jit_compile=True) of {step}, no "
                            "input_signature: traced and XLA-compiled at the first timed call "
                            "(compile_s 0); the shorter last batch of an epoch retraces and "
                            "recompiles once",
@@ -784,6 +805,8 @@ def prepare(workload: spec.Workload, mode: str, device: str,
         called(batch(i))
         with tf.device(tf_device):
             loss, arrays = step(batch(i))
+        if spec.TASKS[workload.task].derivative == "loss":  # the forward task: its loss
+            return loss_as_array(float(loss), dtype)
         if spec.TASKS[workload.task].derivative == "jacobian":
             jacobian = arrays[0].numpy()
             return float("nan"), [_nhwc_to_nchw(jacobian) if model.images else jacobian]
@@ -801,7 +824,8 @@ def prepare(workload: spec.Workload, mode: str, device: str,
                          if model.images else "canonical",
                "onednn": "on" if device == "cpu" and _onednn_enabled() else "off",
                **numerics,
-               "dtype": dtype, **model.choices, **task.choices, **MODE_CHOICES[mode]}
+               "dtype": dtype, **model.choices, **task.choices,
+               **{k: v.format(step=task.step) for k, v in MODE_CHOICES[mode].items()}}
     if mode == "xla":
         choices["xla_flags"] = os.environ.get("XLA_FLAGS") or "unset"
     def traces():
