@@ -79,6 +79,21 @@ def test_each_variant_task_runs_beside_the_backward_cells_it_varies():
         assert all(seeds[(*k, task)] == seeds[(*k, info.variant_of)] for k in ran), task
 
 
+def test_every_whole_step_mode_runs_the_forward_alone_beside_its_backward_cells():
+    """Issue 27: a mode whose step is one call is judged on the cheap gradient through the
+    forward task (claims.forward_of), paired by seed with its backward cells."""
+    from adbench import spec
+
+    seeds = defaultdict(set)
+    for c in paper_cells():
+        seeds[(c.framework, c.mode, c.model, c.task)].add(c.seed)
+    whole_step = {k[:3] for k in seeds if k[3] == "backward"
+                  and "forward_s" not in spec.timed_quantities(k[0], k[1], "backward")}
+    assert whole_step
+    for k in whole_step:
+        assert seeds[(*k, spec.FORWARD_TASK)] == seeds[(*k, "backward")], k
+
+
 def test_varlen_runs_every_strategy_beside_the_true_length_with_the_same_seeds():
     """The claim pairs each padded epoch with the true-length one of the same (framework,
     mode, model) and seed; the other strategies are shown beside them."""

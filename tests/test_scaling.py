@@ -85,6 +85,27 @@ def test_above_the_bound_whole_step_modes_jacobians_and_one_process():
     assert one.iloc[0]["cheap_gradient"] == scaling.ONE_PROCESS
 
 
+def test_a_whole_step_mode_is_set_against_its_forward_task_paired_by_seed():
+    table = table_of([
+        (condition("tensorflow", "graph"), {"step_s": 0.003}),
+        (condition("tensorflow", "graph", task=spec.FORWARD_TASK), {"step_s": 0.001}),
+        (condition("torch", "eager"), {"forward_s": 0.001, "step_s": 0.002}),
+        (condition("torch", "eager", task=spec.FORWARD_TASK), {"step_s": 0.0005}),
+    ])
+    graph = table.loc[("tensorflow", "graph", "mlp512", "backward")]
+    assert graph["forward_from"] == scaling.FORWARD_TASK_SOURCE
+    assert graph["cheap_gradient_ratio"] == pytest.approx(3.0, rel=1e-6)
+    assert graph["cheap_gradient"] == scaling.WITHIN and graph["forward_s"] == 0.001
+    # a mode that times its forward apart keeps its own iterations' forward
+    eager = table.loc[("torch", "eager", "mlp512", "backward")]
+    assert eager["forward_from"] == scaling.IN_PROCESS
+    assert eager["cheap_gradient_ratio"] == pytest.approx(2.0, rel=1e-6)
+    forward = table.loc[("tensorflow", "graph", "mlp512", spec.FORWARD_TASK)]
+    assert forward["cheap_gradient"] == scaling.NOT_A_DERIVATIVE
+    assert np.isnan(forward["cheap_gradient_ratio"]) and forward["flops_ratio"] == 1
+    assert forward["flops_step"] == flops.forward_flops("mlp512", 128)
+
+
 @pytest.mark.parametrize("low, high, expected", [
     (1.5, 4.9, scaling.WITHIN), (5.1, 7.0, scaling.ABOVE), (4.0, 6.0, scaling.INCONCLUSIVE)])
 def test_verdict_against_the_bound(low, high, expected):
@@ -136,8 +157,14 @@ def test_each_sweep_config_varies_its_axis_on_the_issues_grid(name, axes):
     assert config["results"].startswith(f"results-sweep-{name}")
     assert {(c.framework, c.mode) for c in cells} == {
         ("torch", "eager"), ("torch", "script"), ("tensorflow", "eager"), ("tensorflow", "graph")}
-    assert {c.task for c in cells} == {"backward"}
+    assert {c.task for c in cells} == {"backward", spec.FORWARD_TASK}
     assert len({c.seed for c in cells}) >= inference.MIN_PROCESSES  # a verdict needs two
+    # every backward condition gets a forward: its own iterations', else the forward task's
+    forward = {(c.framework, c.mode, c.model, c.threads, c.seed) for c in cells
+               if c.task == spec.FORWARD_TASK}
+    for c in cells:
+        if "forward_s" not in spec.timed_quantities(c.framework, c.mode, c.task):
+            assert (c.framework, c.mode, c.model, c.threads, c.seed) in forward, c
 
 
 def test_depth_sweeps_the_studys_constant_parameter_mlps():

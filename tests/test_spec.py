@@ -283,6 +283,10 @@ def test_a_cells_environment_follows_its_device():
 # ------------------------------------------------------------------ variant tasks (issue 26)
 def test_a_variant_task_varies_a_study_task_and_the_study_tasks_are_the_others():
     for name, task in spec.TASKS.items():
+        if name == spec.FORWARD_TASK:  # the forward alone: no derivative, not the study's
+            assert task.variant_of is None and task.derivative == "loss"
+            assert name not in spec.STUDY_TASKS and not task.separable
+            continue
         assert (task.variant_of in spec.STUDY_TASKS) == (name not in spec.STUDY_TASKS), name
     assert spec.STUDY_TASKS == ("backward", "jacobian_rows", "jacobian_vectorized",
                                 "loss_jacobian")

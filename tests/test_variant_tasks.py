@@ -2,7 +2,8 @@
 backward step with the model's frozen part not trainable (its derivatives equal the float64
 reference restricted to the trained parameters, and nothing is differentiated through the
 frozen part), and with its graph retained after the step (the same gradients; the graph
-still there once the step returned, gone when the next one starts).
+still there once the step returned, gone when the next one starts).  And issue 27's forward
+alone (spec.FORWARD_TASK): the loss, with nothing recorded for a derivative.
 
 One small model (tests/variant_cells.py's) in the modes that compile cheaply: torch.compile
 and XLA (tens of seconds a graph here) were run by hand on mlp294x3 for both tasks (torch
@@ -53,6 +54,32 @@ def test_variant_derivatives_match_the_float64_reference(loaded, framework, mode
     for sample in samples:
         assert set(sample) == set(spec.timed_quantities(framework, mode, task))
     assert any(task.split("_")[1] in key for key in prepared.choices), prepared.choices
+
+
+@pytest.mark.parametrize("framework, mode", [(f, m) for f, modes in MODES.items() for m in modes])
+def test_the_forward_alone_computes_the_loss_and_records_no_derivative(loaded, framework, mode):
+    """spec.FORWARD_TASK: its loss equals the float64 reference's, one timed call a step."""
+    workload = tiny(VARIANT_MODEL, spec.FORWARD_TASK)
+    ref_loss, ref_arrays = reference.reference_derivatives(workload)
+    prepared = loaded[framework].prepare(workload, mode, "cpu")
+    samples = [prepared.run(i, time.perf_counter) for i in range(3)]
+    loss, arrays = prepared.derivatives(0)
+    assert [a.dtype for a in arrays] == [np.float32] and arrays[0].shape == (1,)
+    assert loss == pytest.approx(ref_loss, rel=1e-5) == arrays[0][0]
+    assert reference.relative_error(arrays, ref_arrays) < TOLERANCES[VARIANT_MODEL]
+    assert all(set(sample) == {"step_s"} for sample in samples)
+    assert "forward" in prepared.choices
+
+
+def test_torch_forward_alone_records_no_graph(loaded):
+    tb, net, binds, batches, workload = torch_net(loaded, spec.FORWARD_TASK)
+    recorded = []
+    with pytest.MonkeyPatch.context() as patch:  # the loss the timed call computes
+        patch.setattr(tb.WithLoss, "__call__", lambda self, *a: recorded.append(
+            tb.nn.Module.__call__(self, *a)) or recorded[-1])
+        prepared = tb.forward_task(net, binds, batches, workload, tb.no_sync, "eager")
+        prepared.run(0, time.perf_counter)
+    assert recorded and not recorded[-1].requires_grad and recorded[-1].grad_fn is None
 
 
 @pytest.mark.parametrize("framework", list(MODES))

@@ -714,7 +714,8 @@ MODE_CHOICES = {
                            "also run primitive by primitive; XLA still compiles each "
                            "primitive once per shape and dtype (JAX's op-by-op dispatch, "
                            "cached in the process), paid in the first iterations"},
-    "jit": {"execution": "jax.jit of the whole step (forward and derivative), traced and "
+    "jit": {"execution": "jax.jit of the whole step (forward and derivative; the forward "
+                         "task's loss alone), traced and "
                          "compiled by XLA at its first call, the first timed iteration "
                          "(compile_s 0); a shorter last batch of an epoch compiles once "
                          "more"},
