@@ -136,6 +136,10 @@ def test_statistics_and_verdicts_come_from_the_runs_data(run):
     eager = scaling[(scaling["framework"] == "torch") & (scaling["mode"] == "eager")
                     & (scaling["model"] == "mlp512") & (scaling["task"] == "backward")]
     assert 1 < eager["cheap_gradient_ratio"].iloc[0] < 50 and eager["gflops"].iloc[0] > 0
+    # tf.function's step is one call: its forward is the forward task's, paired by seed
+    graph = scaling.set_index(["framework", "mode", "model", "task"]).loc[
+        ("tensorflow", "graph", "mlp512", "backward")]
+    assert graph["forward_from"] == "forward task" and 1 < graph["cheap_gradient_ratio"] < 50
     by_claim = claims.set_index("claim")
     assert by_claim.loc["cheap_gradient", "verdict"] not in ("not measured", "one process")
     for key in ("frozen_subgraphs", "graph_freed", "varying_lengths"):
