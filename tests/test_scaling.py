@@ -13,6 +13,7 @@ import yaml
 
 import scaling as scaling_script
 from adbench import flops, inference, scaling, spec
+from adbench.tables import column_label
 
 REPO = Path(__file__).resolve().parents[1]
 PEAK = {"threads": {"1": {"gflops": 100.0, "size": 64, "blas": "test BLAS",
@@ -104,6 +105,17 @@ def test_a_whole_step_mode_is_set_against_its_forward_task_paired_by_seed():
     assert forward["cheap_gradient"] == scaling.NOT_A_DERIVATIVE
     assert np.isnan(forward["cheap_gradient_ratio"]) and forward["flops_ratio"] == 1
     assert forward["flops_step"] == flops.forward_flops("mlp512", 128)
+
+
+def test_the_forward_task_is_a_denominator_not_a_series_of_the_figures():
+    table = table_of([(condition("tensorflow", "graph", task=task, threads=t), {"step_s": s / t})
+                      for t in (1, 2) for task, s in (("backward", 3e-3),
+                                                      (spec.FORWARD_TASK, 1e-3))])
+    drawn = scaling.along(table.reset_index(), "threads")
+    assert set(drawn["task"]) == {"backward"} and len(drawn) == 2
+    # one series, its label naming no task
+    assert [label for label, _ in scaling.series(table.reset_index(), "threads")] == [
+        column_label("tensorflow", "graph")]
 
 
 @pytest.mark.parametrize("low, high, expected", [

@@ -229,8 +229,10 @@ def series_keys(table: pd.DataFrame, axis: str) -> list[str]:
 def along(table: pd.DataFrame, axis: str) -> pd.DataFrame:
     """The rows a figure of `axis` draws: those of series with more than one point on it
     (a condition measured at one point says nothing of growth), depth and width over their
-    models only (AXIS_MODELS)."""
+    models only (AXIS_MODELS); the forward task's rows are the ratios' denominators, not
+    series of their own."""
     data = table.dropna(subset=[axis])
+    data = data[data["task"] != spec.FORWARD_TASK]
     if axis in AXIS_MODELS:
         data = data[data["model"].isin(AXIS_MODELS[axis])]
     keys = series_keys(data, axis)
