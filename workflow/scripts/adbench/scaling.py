@@ -12,9 +12,10 @@ forward, from the times the cells record, by one rule (forward_source):
   (FORWARD_TASK_SOURCE), where the tree ran that task; else the ratio is not measured (n/a,
   said), and its FLOP rate still is.
 The bound is a gradient's: the ratio of an output-Jacobian task (a reverse pass per row) is
-shown, not judged; the forward task's own row is the denominator, not judged either.  The ratio is the mean over processes of each
-process's median (claims.VERDICT_STATISTIC), with its bootstrap interval paired by seed
-(stats.Replicates.ratio), as the verdicts compute theirs.
+shown, not judged; the forward task's own row is the denominator, not judged either.  The
+ratio is the mean over processes of each process's median (claims.VERDICT_STATISTIC), with
+its bootstrap interval paired by seed (stats.Replicates.ratio), as the verdicts compute
+theirs.
 
 Griewank & Walther (Evaluating Derivatives, 2nd ed., SIAM 2008) bound the gradient's
 cost by a small constant times the function's: at most about 4 to 5 in operations counts
