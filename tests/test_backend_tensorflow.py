@@ -71,8 +71,20 @@ def check_against_reference(workload, mode, dtype, tolerance):
     assert reference.relative_error(arrays, refs) < tolerance
 
 
-# The fixed-shape tasks: the variable-length ones are tests/test_varlen_tensorflow.py's.
-FIXED_SHAPE_TASKS = tuple(t for t, info in spec.TASKS.items() if info.sequence is None)
+# The fixed-shape tasks: the variable-length ones are tests/test_varlen_tensorflow.py's, the
+# default allocator's (a GPU's, spec.TaskInfo.devices) the test below.
+FIXED_SHAPE_TASKS = tuple(t for t, info in spec.TASKS.items()
+                          if info.sequence is None and "cpu" in info.devices)
+
+
+def test_the_default_allocator_task_is_the_backward_step():
+    """Only its CUDA numerics differ (tests/test_gpu_provenance.py): the same step, the same
+    gradients (measure.py refuses it on the CPU; prepared here directly)."""
+    task = next(t for t, info in spec.TASKS.items() if info.default_allocator)
+    ours = tb.prepare(small_workload("mlp512", task), "eager", "cpu").derivatives(0)
+    backward = tb.prepare(small_workload("mlp512", "backward"), "eager", "cpu").derivatives(0)
+    assert ours[0] == pytest.approx(backward[0], rel=1e-6)
+    assert reference.relative_error(ours[1], backward[1]) < 1e-6
 
 
 @pytest.mark.parametrize("task", tuple(t for t in reference.REFERENCE_TASK.values()

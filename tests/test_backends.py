@@ -222,6 +222,8 @@ def test_torch_trace_serves_a_shorter_last_batch(model):
 def test_choices_are_recorded(backend):
     framework, module = backend
     for task in spec.TASKS:
+        if spec.task_refusal(framework, task, "cpu"):  # measure.py refuses it first
+            continue
         if spec.TASKS[task].sequence == "dynamic":  # eager needs no dynamic-shape option
             with pytest.raises(UnsupportedCell, match="dynamic"):
                 module.prepare(tiny("rnn_cell", task), "eager", "cpu")

@@ -110,6 +110,21 @@ def test_gpu_takes_the_framework_view_and_fills_in_from_nvidia_smi(fake_nvidia_s
     assert "--id=1" in fake_nvidia_smi.read_text()  # the job's first visible GPU
 
 
+def test_a_process_gpu_memory_is_nvidia_smi_s_reading_of_its_pid(tmp_path, monkeypatch):
+    """The memory a process holds on its GPUs (a planted listing: this pid on two GPUs, another
+    process, a line without a number), summed, in bytes; None where it is not listed."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text('#!/bin/sh\necho "$@" >> "${0%/*}/calls"\n'
+                      'printf "4242, 81000\\n17, 500\\n4242, 300\\n99, [N/A]\\n"\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert provenance.gpu_process_memory(4242) == 81300 * 2**20
+    assert provenance.gpu_process_memory(99) is None and provenance.gpu_process_memory(5) is None
+    assert "--query-compute-apps=pid,used_memory" in (tmp_path / "calls").read_text()
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))  # no nvidia-smi
+    assert provenance.gpu_process_memory(4242) is None
+
+
 def test_backends_report_no_gpu_and_no_peak_on_cpu():
     from adbench.backends import torch_backend as tb
 
@@ -192,7 +207,9 @@ result["after_cpu"] = {k: os.environ.get(k) for k in keys}
 if framework == "tensorflow":
     import tensorflow as tf
     result["tf32_after_cpu"] = tf.config.experimental.tensor_float_32_execution_enabled()
-for name, numerics in (("spec", spec.CUDA_NUMERICS), ("flipped", flipped)):
+default = next(t for t, info in spec.TASKS.items() if info.default_allocator)
+for name, numerics in (("spec", spec.CUDA_NUMERICS), ("flipped", flipped),
+                       ("default_allocator", spec.cuda_numerics(default))):
     result[name] = backend.apply_cuda_numerics(numerics)
 if framework == "jax":
     spec.CUDA_NUMERICS = flipped
@@ -222,6 +239,9 @@ def test_tensorflow_and_jax_apply_the_cuda_numerics_of_the_spec(framework, tmp_p
             assert got[name]["cuda_tf32"].endswith(str(numerics["tf32"]))
             autotune = "1" if numerics["cudnn_autotune"] else "0"
             assert f"TF_CUDNN_USE_AUTOTUNE={autotune}" in got[name]["cuda_autotune"]
+        # The default-allocator task leaves memory growth to TensorFlow, and says so.
+        assert "left unset" in got["default_allocator"]["cuda_memory"]
+        assert "left unset" not in got["spec"]["cuda_memory"]
     else:
         assert ("--xla_gpu_autotune_level=0" in got["cuda_env_flags"]) == off
         assert got["after_cpu"]["XLA_FLAGS"] == got["cuda_env_flags"]  # prepare left them

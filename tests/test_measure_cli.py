@@ -100,6 +100,21 @@ def test_cuda_cell_of_a_framework_without_a_cuda_path_is_unsupported(repo, tmp_p
     assert info["retime"] is None and info["frameworks_loaded"] == []
 
 
+@pytest.mark.parametrize("framework, device, reason", [
+    ("tensorflow", "cpu", "runs on cuda only"),  # a GPU's memory policy, on the CPU
+    ("torch", "cuda", "torch runs its own default GPU allocator in every cuda cell")])
+def test_a_task_that_measures_nothing_here_is_unsupported_before_any_import(
+        repo, tmp_path, framework, device, reason):
+    """The default-allocator task (004's memory grab): a CPU has no GPU memory policy, and a
+    framework whose default every cuda cell runs has its backward cells for it."""
+    task = next(t for t, info in spec.TASKS.items() if info.default_allocator)
+    result, _, out, _ = measure(repo, tmp_path, framework, "eager", device, task=task)
+    assert result.returncode == 0, result.stderr
+    info = schema.read_provenance(str(out))
+    assert info["status"] == "unsupported" and reason in info["message"], info["message"]
+    assert info["frameworks_loaded"] == []
+
+
 def test_invalid_mode_exits_non_zero_naming_it(repo, tmp_path):
     result, _, out, grads = measure(repo, tmp_path, "torch", "graph")
     assert result.returncode != 0

@@ -157,7 +157,7 @@ def test_memory_fields_reach_the_cells_record_and_old_files_give_none(tmp_path):
     memory = {"rss_baseline_bytes": 100 * MB, "rss_peak_bytes": 300 * MB,
               "rss_after_step_bytes": 120 * MB, "rss_peak_scope": "measured phase (...)",
               "peak_device_memory_bytes": None, "peak_device_reserved_bytes": None,
-              "device_after_step_bytes": None}
+              "device_after_step_bytes": None, "device_process_bytes": None}
     new = str(tmp_path / "raw/cpu/torch/eager/mlp512/backward/t1/seed0.parquet")
     old = str(tmp_path / "raw/cpu/torch/eager/mlp512/backward/t1/seed1.parquet")
     schema.write_raw(new, cell, rows, {"status": "ok", "message": "", "cell": cell, **memory})
@@ -258,7 +258,7 @@ def test_the_papers_memory_table_has_device_columns_only_where_a_cuda_cell_ran()
            "peak_over_baseline_bytes": 3 * MB, "held_after_step_bytes": 300 * MB,
            "held_over_baseline_bytes": 1 * MB, "device_peak_allocated_bytes": float("nan"),
            "device_peak_reserved_bytes": float("nan"),
-           "device_held_after_step_bytes": float("nan")}
+           "device_held_after_step_bytes": float("nan"), "device_process_bytes": float("nan")}
     cpu = pd.DataFrame([{**row, "device": "cpu"}])[tables.MEMORY_COLUMNS]
     context = paper_context.memory_context(cpu, None)
     assert not context["cuda"] and [(r["peak"], r["held"]) for r in context["rows"]] == [
@@ -266,10 +266,12 @@ def test_the_papers_memory_table_has_device_columns_only_where_a_cuda_cell_ran()
     cuda = pd.DataFrame([{**row, "device": "cuda", "n_peak_from_start": 1,
                           "device_peak_allocated_bytes": 40 * MB,
                           "device_peak_reserved_bytes": 64 * MB,
-                          "device_held_after_step_bytes": 2 * MB}])[tables.MEMORY_COLUMNS]
+                          "device_held_after_step_bytes": 2 * MB,
+                          "device_process_bytes": 700 * MB}])[tables.MEMORY_COLUMNS]
     context = paper_context.memory_context(pd.concat([cpu, cuda]), None)
     assert context["cuda"] and context["any_from_start"]
-    assert [(r["device_allocated"], r["device_reserved"], r["device_held"])
-            for r in context["rows"]] == [("n/a", "n/a", "n/a"), ("40.0", "64.0", "2.00")]
+    assert [(r["device_allocated"], r["device_reserved"], r["device_held"], r["device_process"])
+            for r in context["rows"]] == [("n/a", "n/a", "n/a", "n/a"),
+                                          ("40.0", "64.0", "2.00", "700")]
     assert all(r["block"] for r in context["rows"])  # two blocks: each row says its own
     assert paper_context.memory_context(cpu.iloc[0:0], None) is None

@@ -48,10 +48,15 @@ def test_every_cell_entering_a_verdict_runs_the_full_processes():
 
 
 def test_every_claim_has_cells_in_the_full_configuration():
+    """The CPU configs for a claim the CPU can measure; config/gpu.yaml for one whose cells
+    run on a GPU only (spec.TaskInfo.devices: the memory_grab claim)."""
     from adbench.claims import CLAIMS
+    from adbench.variants import claim_devices
 
-    measured = {(c.framework, c.mode, c.model, c.task) for c in full_cells()}
+    cpu = {(c.framework, c.mode, c.model, c.task) for c in full_cells()}
+    gpu = {(c.framework, c.mode, c.model, c.task) for c in config_cells("gpu.yaml")}
     for claim in CLAIMS:
+        measured = cpu if "cpu" in claim_devices(claim) else gpu
         assert any(
             (s.framework, s.mode, s.model, s.task) in measured
             for c in claim.comparisons for s in (c.numerator, c.denominator)
@@ -70,13 +75,36 @@ def test_each_variant_task_runs_beside_the_backward_cells_it_varies():
         seeds[(c.framework, c.mode, c.model, c.task)].add(c.seed)
     backward = {k[:3] for k in seeds if k[3] == "backward"}
     for task, info in spec.TASKS.items():
-        if not info.variant_of or info.sequence:  # sequences: config/varlen.yaml
+        # Sequences: config/varlen.yaml; a GPU's memory: config/gpu.yaml (the next test).
+        if not info.variant_of or info.sequence or "cpu" not in info.devices:
             continue
         models = {m for m, model in spec.MODELS.items() if model.frozen or not info.frozen}
         expected = {k for k in backward if k[2] in models}
         ran = {k[:3] for k in seeds if k[3] == task}
         assert ran == expected, task
         assert all(seeds[(*k, task)] == seeds[(*k, info.variant_of)] for k in ran), task
+
+
+def test_gpu_config_runs_the_default_allocator_beside_the_backward_cells_it_varies():
+    """Issue 26, 004's memory grab: every mode of each framework whose GPU memory policy the
+    spec sets (spec.CUDA_MEMORY_POLICY) runs the default-allocator task on cuda, every study
+    model, with seeds its backward cells have (claims.memory_grab pairs them by seed)."""
+    from adbench import spec
+
+    seeds = defaultdict(set)
+    for c in config_cells("gpu.yaml"):
+        seeds[(c.framework, c.mode, c.model, c.task, c.device)].add(c.seed)
+    tasks = [t for t, info in spec.TASKS.items() if info.default_allocator]
+    assert tasks
+    for task in tasks:
+        for framework in spec.CUDA_MEMORY_POLICY:
+            for mode in spec.FRAMEWORKS[framework].modes:
+                for model in spec.STUDY_MODELS:
+                    ran = seeds[(framework, mode, model, task, "cuda")]
+                    assert len(ran) >= 3, (framework, mode, model)
+                    assert ran <= seeds[(framework, mode, model, "backward", "cuda")]
+    others = {k[0] for k in seeds if spec.TASKS[k[3]].default_allocator}
+    assert others <= set(spec.CUDA_MEMORY_POLICY)  # elsewhere the backward cells are its
 
 
 def test_every_whole_step_mode_runs_the_forward_alone_beside_its_backward_cells():

@@ -294,6 +294,25 @@ def test_a_variant_task_varies_a_study_task_and_the_study_tasks_are_the_others()
     assert spec.TASKS["backward_retained"].variant_of == "backward"
 
 
+def test_the_default_allocator_task_leaves_out_the_memory_policy_alone():
+    """004's memory grab: the task runs a framework's GPU allocator as it comes, so its
+    numerics lack CUDA_MEMORY_POLICY's keys and keep the others; it runs on cuda only, for
+    the frameworks whose default the spec changes (they have a CUDA build)."""
+    task = next(t for t, info in spec.TASKS.items() if info.default_allocator)
+    assert spec.TASKS[task].variant_of == "backward" and spec.TASKS[task].devices == ("cuda",)
+    assert spec.cuda_numerics("backward") == spec.CUDA_NUMERICS
+    dropped = set(spec.CUDA_NUMERICS) - set(spec.cuda_numerics(task))
+    assert dropped == set(spec.CUDA_MEMORY_POLICY.values())
+    assert spec.cuda_numerics(task).items() <= spec.CUDA_NUMERICS.items()
+    for framework in spec.CUDA_MEMORY_POLICY:
+        assert "cuda" in spec.FRAMEWORKS[framework].devices
+        assert spec.task_refusal(framework, task, "cuda") is None
+        assert "cuda only" in spec.task_refusal(framework, task, "cpu")
+    assert "its backward cells" in spec.task_refusal("jax", task, "cuda")
+    assert all(spec.task_refusal(f, "backward", d) is None for f in spec.FRAMEWORKS
+               for d in spec.DEVICES)
+
+
 @pytest.mark.parametrize("model", list(spec.MODELS))
 def test_a_frozen_part_names_the_models_first_parameters_and_leaves_some_trainable(model):
     info = spec.MODELS[model]

@@ -57,6 +57,9 @@ def test_the_section_gives_each_variant_its_claim_and_comparisons():
     assert frozen["rows"][0]["processes"] == 5 and float(frozen["rows"][0]["ratio"].split()[0]) == pytest.approx(4, rel=0.05)
     freed = by_claim[PUBLISHED["claims"]["graph_freed"]["name"]]
     assert freed["rows"] == [] and freed["verdict"] == "not measured"
+    grab = by_claim[PUBLISHED["claims"]["memory_grab"]["name"]]  # 004's, on a GPU only
+    assert grab["only_on"] == "cuda" and freed["only_on"] is None
     tex = render_section(context)
+    assert "its cells run on cuda only" in tex
     assert r"\label{sec:variants}" in tex and "supported" in tex
     assert "No comparison of this claim was measured in this run." in tex

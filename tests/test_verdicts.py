@@ -307,10 +307,40 @@ def test_the_graph_freed_claim_compares_held_memory_in_bytes_without_microsecond
     assert groups.loc[groups["claim"] == "graph_freed", "difference_us"].isna().all()
 
 
+def test_the_memory_grab_claim_sets_the_default_pool_against_the_one_every_cell_sets():
+    """004: TensorFlow takes the GPU's memory unless told otherwise.  Every mode and study
+    model of each framework whose policy the spec sets, the default-allocator task over the
+    backward task, in the GPU memory the process holds; graph_freed never takes that task.
+    A planted grab (75 GB against 0.6 GB) is supported, its difference no time."""
+    claim = claims.memory_grab()
+    default = next(t for t, info in spec.TASKS.items() if info.default_allocator)
+    assert claim.kind == "greater"
+    assert {(c.numerator.framework, c.numerator.mode, c.numerator.model)
+            for c in claim.comparisons} == {(f, m, model) for f, m in
+                                            selection.pairs(spec.CUDA_MEMORY_POLICY)
+                                            for model in spec.STUDY_MODELS}
+    for c in claim.comparisons:
+        n, d = c.numerator, c.denominator
+        assert (n.framework, n.mode, n.model) == (d.framework, d.mode, d.model)
+        assert (n.task, d.task) == (default, "backward")
+        assert n.quantity == d.quantity == stats.DEVICE_PROCESS
+    assert all(default not in (c.numerator.task, c.denominator.task)
+               for c in claims.graph_freed().comparisons)
+    gb = 1e9
+    data = frame(processes("tensorflow", "graph", "cnn", default, stats.DEVICE_PROCESS, 75 * gb),
+                 processes("tensorflow", "graph", "cnn", "backward", stats.DEVICE_PROCESS,
+                           0.6 * gb))
+    claims_frame, groups, comparisons = evaluate(data)
+    row = claims_frame.set_index("claim").loc["memory_grab"]
+    assert row["verdict"] == "supported" and row["ratio"] == pytest.approx(125, rel=0.05)
+    assert groups.loc[groups["claim"] == "memory_grab", "difference_us"].isna().all()
+
+
 def test_the_memory_claim_reads_fields_the_cells_record_per_device():
     from adbench import schema
 
     assert set(stats.HELD_AFTER_STEP_FIELD.values()) <= set(schema.MEMORY_FIELDS)
+    assert stats.DEVICE_PROCESS in schema.MEMORY_FIELDS
     assert set(stats.HELD_AFTER_STEP_FIELD) == set(spec.DEVICES)
 
 

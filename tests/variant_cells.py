@@ -12,7 +12,7 @@ from isolated import tiny
 
 VARIANT_MODEL = "mlp294x3"  # four dense layers: its frozen part is the first two
 VARIANT_TASKS = tuple(t for t, info in spec.TASKS.items()
-                      if info.variant_of and info.sequence is None)
+                      if info.variant_of and info.sequence is None and "cpu" in info.devices)
 
 
 def variant_cells(framework: str, modes=None) -> list[dict]:

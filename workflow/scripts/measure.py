@@ -127,6 +127,14 @@ def check_device_path(framework: str, device: str) -> None:
                               f"(spec.FRAMEWORKS['{framework}'] has no {device} environment)")
 
 
+def check_task(framework: str, task: str, device: str) -> None:
+    """A task that measures nothing on this framework or device (spec.task_refusal) is
+    `unsupported` before anything is imported."""
+    reason = spec.task_refusal(framework, task, device)
+    if reason:
+        raise UnsupportedCell(reason)
+
+
 def classify(exc: BaseException, device: str, found: dict | None = None
              ) -> tuple[str, str, str | None]:
     """A cell's status, message and `retime` (why the next run must time it again, or None)
@@ -205,6 +213,7 @@ def starting_info(args: argparse.Namespace) -> dict:
         "peak_device_memory_bytes": None,
         "peak_device_reserved_bytes": None,
         "device_after_step_bytes": None,
+        "device_process_bytes": None,
         # The memory of the measured phase (schema.MEMORY_FIELDS), once it has run.
         **timing.ProcessMemory().record,
         "started_at": provenance.now_iso(),
@@ -239,6 +248,7 @@ def measure(args: argparse.Namespace) -> int:
     backend, prepared, error = None, None, None
     try:
         check_device_path(args.framework, args.device)
+        check_task(args.framework, args.task, args.device)
         check_sequence_model(workload)  # before the framework's import
         if args.granted_threads is not None and args.granted_threads < args.threads:
             raise RuntimeError(f"the job was given {args.granted_threads} core(s) for "
@@ -279,6 +289,8 @@ def measure(args: argparse.Namespace) -> int:
         info["peak_device_memory_bytes"] = cuda_probe(backend, "peak_memory", args.device)
         info["peak_device_reserved_bytes"] = cuda_probe(backend, "peak_reserved_memory",
                                                         args.device)
+        if args.device == "cuda":  # what the process holds on its GPU, pool and context
+            info["device_process_bytes"] = provenance.gpu_process_memory(os.getpid())
         # Cores the loop kept busy: checks that the thread setting took effect (a framework
         # that ignores it shows more CPU-seconds per second than threads).
         info["cpu_utilisation"] = (provenance.cpu_seconds() - cpu) / phases["timed_loop_s"]

@@ -67,6 +67,8 @@ def frameworks_section() -> str:
         for name, info in spec.FRAMEWORKS.items()
     ]
     numerics = ", ".join(f"`{k}`: {v}" for k, v in spec.CUDA_NUMERICS.items())
+    default = ", ".join(code(t) for t, info in spec.TASKS.items() if info.default_allocator)
+    policy = ", ".join(f"{f}'s {code(k)}" for f, k in spec.CUDA_MEMORY_POLICY.items())
     return "\n\n".join(
         [
             "## Frameworks and modes",
@@ -77,7 +79,9 @@ def frameworks_section() -> str:
             "Each framework runs in the environment of its pin file; a `cuda` cell runs in its "
             "CUDA build's, and a grid expands no `cuda` cell of a framework without one.",
             table(["framework", "CPU pins", "CUDA pins", "backend"], envs),
-            f"Every CUDA cell runs with the same numerics (`spec.CUDA_NUMERICS`): {numerics}.",
+            f"Every CUDA cell runs with the same numerics (`spec.CUDA_NUMERICS`): {numerics}; "
+            f"a task with the framework's allocator as it comes ({default}) leaves out the "
+            f"memory policy's settings ({policy}: `spec.CUDA_MEMORY_POLICY`).",
         ]
     )
 

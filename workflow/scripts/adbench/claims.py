@@ -21,7 +21,7 @@ from adbench import spec
 from adbench.formatting import percent
 from adbench.scaling import CHEAP_GRADIENT_BOUND
 from adbench.selection import pairs
-from adbench.stats import EPOCH, FIRST_OVER_STEADY, HELD_AFTER_STEP
+from adbench.stats import DEVICE_PROCESS, EPOCH, FIRST_OVER_STEADY, HELD_AFTER_STEP
 
 # The practical margin of every claim, fixed before looking at the data: a difference under
 # 10% is not one a user would choose a framework for (and the study's own gaps are larger).
@@ -216,11 +216,13 @@ def first_step_only_compiled() -> Claim:
     )
 
 
-def variants(frozen: bool) -> list[tuple[str, str]]:
-    """(task, the task it varies) of the spec's fixed-shape variant tasks, frozen or not (the
-    variable-length ones change the data, not the step: claims.varying_lengths)."""
+def variants(frozen: bool, default_allocator: bool = False) -> list[tuple[str, str]]:
+    """(task, the task it varies) of the spec's fixed-shape variant tasks, frozen or not, with
+    the framework's default GPU allocator or not (the variable-length ones change the data,
+    not the step: claims.varying_lengths)."""
     return [(task, info.variant_of) for task, info in spec.TASKS.items()
-            if info.variant_of and info.sequence is None and info.frozen == frozen]
+            if info.variant_of and info.sequence is None and info.frozen == frozen
+            and info.default_allocator == default_allocator]
 
 
 def frozen_subgraphs() -> Claim:
@@ -258,6 +260,27 @@ def graph_freed() -> Claim:
                        Side(f, m, model, freed, HELD_AFTER_STEP))
             for retained, freed in variants(frozen=False)
             for f, m in pairs()
+            for model in spec.STUDY_MODELS
+        ),
+    )
+
+
+def memory_grab() -> Claim:
+    """004: TensorFlow takes all available GPU memory (unless told otherwise)."""
+    return Claim(
+        "memory_grab",
+        "the GPU memory a process holds once its last step returned (nvidia-smi's reading: "
+        "its allocator's pool and CUDA context) with the framework's allocator as it comes "
+        "over the same with the memory policy every other cuda cell sets (TensorFlow's "
+        "memory growth, the backward task), every model and mode of each framework whose "
+        "default the spec changes: above 1 when the default takes memory its step does not "
+        "need; measured on a GPU only",
+        "greater",
+        tuple(
+            Comparison(Side(f, m, model, default, DEVICE_PROCESS),
+                       Side(f, m, model, set_policy, DEVICE_PROCESS))
+            for default, set_policy in variants(frozen=False, default_allocator=True)
+            for f, m in pairs(spec.CUDA_MEMORY_POLICY)
             for model in spec.STUDY_MODELS
         ),
     )
@@ -320,6 +343,7 @@ CLAIMS: tuple[Claim, ...] = (
     first_step_only_compiled(),
     frozen_subgraphs(),
     graph_freed(),
+    memory_grab(),
     varying_lengths(),
     cheap_gradient(),
 )

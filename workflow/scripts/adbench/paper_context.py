@@ -620,6 +620,7 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
             "device_allocated": mebibytes(r.device_peak_allocated_bytes),
             "device_reserved": mebibytes(r.device_peak_reserved_bytes),
             "device_held": mebibytes(r.device_held_after_step_bytes),
+            "device_process": mebibytes(r.device_process_bytes),
         }
         for r in memory.itertuples()
     ]

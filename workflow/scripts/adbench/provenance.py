@@ -96,6 +96,24 @@ def nvidia_smi(fields: str) -> list[str] | None:
     return None
 
 
+def gpu_process_memory(pid: int) -> int | None:
+    """The GPU memory nvidia-smi says process `pid` holds, bytes, over every GPU it uses: its
+    allocator's pool and its CUDA context, what no other process can use.  None where
+    nvidia-smi is missing or does not list the process (a container's PID namespace)."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                              "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    mib = [float(used) for line in out.splitlines() if line.count(",") == 1
+           for listed, used in [line.split(",")]
+           if listed.strip() == str(pid) and used.strip().replace(".", "", 1).isdigit()]
+    return int(sum(mib) * 2**20) if mib else None
+
+
 def gpu_driver() -> str | None:
     values = nvidia_smi("driver_version")
     return values[0] if values else None

@@ -61,6 +61,9 @@ MEMORY_FIELDS = {
                                   "allocator, where its backend reports it",
     "device_after_step_bytes": "a cuda cell's device memory still allocated by the framework "
                                "once the last step returned (the GPU's rss_after_step_bytes)",
+    "device_process_bytes": "a cuda cell's GPU memory held by its process once the last step "
+                            "returned, nvidia-smi's per-process reading: the framework's "
+                            "allocator pool (reserved, used or not) and CUDA context",
 }
 
 

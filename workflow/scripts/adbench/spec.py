@@ -165,6 +165,10 @@ DEVICES = ("cpu", "cuda")
 # kernels by timing them, so two runs may time different kernels), and TensorFlow allocating
 # GPU memory as it grows rather than all at start.
 CUDA_NUMERICS = {"tf32": False, "cudnn_autotune": False, "tf_memory_growth": True}
+# The keys of CUDA_NUMERICS that change a framework's GPU memory policy from its own default,
+# per framework (the others run theirs in every cell: PyTorch's caching allocator, JAX
+# preallocating 75% of the GPU).  A task with TaskInfo.default_allocator leaves them unset.
+CUDA_MEMORY_POLICY = {"tensorflow": "tf_memory_growth"}
 
 
 # ================================================================ tasks
@@ -185,6 +189,10 @@ class TaskInfo:
     variant_of: str | None = None
     # How a variable-length task shapes its batches (a key of SEQUENCES), None: fixed shapes.
     sequence: str | None = None
+    # The framework's GPU allocator as it comes: CUDA_MEMORY_POLICY's settings not applied.
+    default_allocator: bool = False
+    # The devices whose cells can measure what the task is about (others are unsupported).
+    devices: tuple[str, ...] = DEVICES
 
     @property
     def frozen(self) -> bool:
@@ -253,6 +261,13 @@ TASKS: dict[str, TaskInfo] = {
         "user who differentiates the same graph again, until the next step starts (dropped "
         "there, outside the clock)",
         "gradients", separable=True, variant_of="backward"),
+    "backward_default_memory": TaskInfo(
+        "backward, default GPU memory", "the backward step with the framework's GPU "
+        "allocator as it comes, where every other cuda cell sets CUDA_NUMERICS' memory "
+        "policy: TensorFlow without memory growth, which reserves most of the GPU at its "
+        "first op (004); run where the spec changes a framework's default "
+        "(CUDA_MEMORY_POLICY), on cuda only", "gradients", separable=True,
+        variant_of="backward", default_allocator=True, devices=("cuda",)),
     "forward": TaskInfo(
         "forward alone", "the scalar loss on a batch with no derivative taken and nothing "
         "recorded for one (torch.no_grad() / no tape / a compiled function of the loss "
@@ -277,6 +292,27 @@ FORWARD_TASK = "forward"
 # or time the forward alone).
 STUDY_TASKS = tuple(t for t, info in TASKS.items()
                     if info.variant_of is None and t != FORWARD_TASK)
+
+
+def cuda_numerics(task: str) -> dict:
+    """CUDA_NUMERICS as a cuda cell of `task` applies them: without the memory policy's keys
+    where the task runs the framework's allocator as it comes."""
+    if not TASKS[task].default_allocator:
+        return dict(CUDA_NUMERICS)
+    return {k: v for k, v in CUDA_NUMERICS.items() if k not in CUDA_MEMORY_POLICY.values()}
+
+
+def task_refusal(framework: str, task: str, device: str) -> str | None:
+    """Why a (framework, task, device) measures nothing the task is about, or None."""
+    info = TASKS[task]
+    if device not in info.devices:
+        return (f"{task} measures a GPU's memory policy: it runs on "
+                f"{', '.join(info.devices)} only")
+    if info.default_allocator and framework not in CUDA_MEMORY_POLICY:
+        return (f"{framework} runs its own default GPU allocator in every cuda cell "
+                f"(spec.CUDA_MEMORY_POLICY sets none of its memory): its backward cells are "
+                f"{task}'s")
+    return None
 
 
 def eager_mode_of(framework: str) -> str | None:

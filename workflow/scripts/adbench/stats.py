@@ -257,8 +257,11 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
 # a GPU step's host memory says nothing of the graph it keeps on the device).
 HELD_AFTER_STEP = "held_after_step_bytes"
 HELD_AFTER_STEP_FIELD = {"cpu": "rss_after_step_bytes", "cuda": "device_after_step_bytes"}
+# What a cuda process holds on its GPU once a step returned, pool and context (nvidia-smi;
+# claims.memory_grab): schema.MEMORY_FIELDS' field of the same name.
+DEVICE_PROCESS = "device_process_bytes"
 # The quantities a claim compares that a process reads once (memory_rows).
-PER_PROCESS = (HELD_AFTER_STEP, EPOCH)
+PER_PROCESS = (HELD_AFTER_STEP, EPOCH, DEVICE_PROCESS)
 
 
 def held_after_step(cells: pd.DataFrame) -> pd.Series:

@@ -471,6 +471,7 @@ def write_table(table: TableInfo, tidy: pd.DataFrame, stem: str) -> None:
 #     held_over_baseline_bytes   rss_after_step_bytes - rss_baseline_bytes
 #     device_peak_allocated_bytes, device_peak_reserved_bytes, device_held_after_step_bytes
 #                                a cuda cell's, where recorded
+#     device_process_bytes       a cuda cell's GPU memory held by its process (nvidia-smi)
 #     n_processes                ok processes with a resident-memory record
 #     n_peak_from_start          of them, those whose peak could not be reset (it counts from
 #                                the process's start: peak_over_baseline_bytes is then larger)
@@ -485,6 +486,7 @@ MEMORY_COLUMNS = [
     "device_peak_allocated_bytes",
     "device_peak_reserved_bytes",
     "device_held_after_step_bytes",
+    "device_process_bytes",
 ]
 
 
@@ -503,11 +505,12 @@ def memory_table(cells: pd.DataFrame) -> pd.DataFrame:
     ok["from_start"] = ~ok["rss_peak_scope"].fillna("").str.startswith("measured phase")
     for mine, theirs in (("device_peak_allocated_bytes", "peak_device_memory_bytes"),
                          ("device_peak_reserved_bytes", "peak_device_reserved_bytes"),
-                         ("device_held_after_step_bytes", "device_after_step_bytes")):
+                         ("device_held_after_step_bytes", "device_after_step_bytes"),
+                         ("device_process_bytes", "device_process_bytes")):
         ok[mine] = pd.to_numeric(ok[theirs], errors="coerce") if theirs in ok else math.nan
     medians = ["peak_over_baseline_bytes", "held_after_step_bytes", "held_over_baseline_bytes",
                "device_peak_allocated_bytes", "device_peak_reserved_bytes",
-               "device_held_after_step_bytes"]
+               "device_held_after_step_bytes", "device_process_bytes"]
     grouped = ok.groupby(MEMORY_KEYS, sort=False)
     table = grouped[medians].median().join(
         grouped.agg(n_processes=("seed", "size"), n_peak_from_start=("from_start", "sum")))

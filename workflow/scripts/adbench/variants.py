@@ -1,6 +1,7 @@
 """The paper's section on the backward pass's variants (spec.TASKS' variant_of): a model's
-frozen part excluded from the derivative, the graph retained past the step; each judged by
-its claim (claims.frozen_subgraphs, claims.graph_freed) with the comparisons behind it.
+frozen part excluded from the derivative, the graph retained past the step, the GPU allocator
+as it comes; each judged by its claim (claims.frozen_subgraphs, claims.graph_freed,
+claims.memory_grab) with the comparisons behind it.
 Context of report/sections/variants.tex.j2, text escaped for LaTeX."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from adbench import formatting as fmt
 from adbench import report_stats
 from adbench.claims import CLAIMS
 from adbench.formatting import latex
-from adbench.spec import MODELS, TASKS
+from adbench.spec import DEVICES, MODELS, TASKS
 from adbench.tables import column_label
 from adbench.verdicts import NOT_MEASURED
 
@@ -29,6 +30,12 @@ def claims_of_variants() -> list:
     return [c for c in CLAIMS
             if any({s.task for s in (x.numerator, x.denominator)} & set(variants)
                    for x in c.comparisons)]
+
+
+def claim_devices(claim) -> list[str]:
+    """The devices where every side of a claim can be measured (spec.TaskInfo.devices)."""
+    sides = [s for x in claim.comparisons for s in (x.numerator, x.denominator)]
+    return [d for d in DEVICES if all(d in TASKS[s.task].devices for s in sides)]
 
 
 def frozen_parts(measured_models) -> list[dict]:
@@ -60,8 +67,10 @@ def variants_context(cells: pd.DataFrame | None, claims: pd.DataFrame,
         found = claims[claims["claim"] == claim.key]
         if found.empty:
             continue
+        devices = claim_devices(claim)
         judged.append({**report_stats.claim_context(claim, found.iloc[0], published),
-                       "rows": comparison_rows(comparisons, claim.key)})
+                       "rows": comparison_rows(comparisons, claim.key),
+                       "only_on": ", ".join(devices) if devices != list(DEVICES) else None})
     return {
         "tasks": [{"label": latex(TASKS[t].label), "description": latex(TASKS[t].description),
                    "varies": latex(TASKS[varied].label)}

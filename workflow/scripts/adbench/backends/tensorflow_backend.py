@@ -92,10 +92,12 @@ def apply_cuda_numerics(numerics: dict) -> dict[str, str]:
     os.environ["TF_CUDNN_RNN_USE_AUTOTUNE"] = autotune  # the LSTM's cuDNN kernel
     if not numerics["cudnn_autotune"]:  # mode xla: XLA parses XLA_FLAGS at its first compile
         _force_xla_flag("--xla_gpu_autotune_level", "0")
-    growth = bool(numerics["tf_memory_growth"])
-    for gpu in _gpus():  # settable only before the GPUs are initialised (the first op)
-        if tf.config.experimental.get_memory_growth(gpu) != growth:
-            tf.config.experimental.set_memory_growth(gpu, growth)
+    # Settable only before the GPUs are initialised (the first op); a task that runs the
+    # allocator as it comes (spec.cuda_numerics) leaves TensorFlow's default: no growth.
+    growth = numerics.get("tf_memory_growth")
+    for gpu in _gpus() if growth is not None else []:
+        if tf.config.experimental.get_memory_growth(gpu) != bool(growth):
+            tf.config.experimental.set_memory_growth(gpu, bool(growth))
     return {
         "cuda_tf32": "tf.config.experimental.tensor_float_32_execution_enabled()="
                      f"{tf.config.experimental.tensor_float_32_execution_enabled()}",
@@ -103,7 +105,8 @@ def apply_cuda_numerics(numerics: dict) -> dict[str, str]:
                          f"TF_CUDNN_RNN_USE_AUTOTUNE={os.environ['TF_CUDNN_RNN_USE_AUTOTUNE']}"
                          f", XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",
         "cuda_memory": "tf.config.experimental.get_memory_growth="
-                       f"{[tf.config.experimental.get_memory_growth(g) for g in _gpus()]}",
+                       f"{[tf.config.experimental.get_memory_growth(g) for g in _gpus()]}"
+                       + (" (TensorFlow's default, left unset)" if growth is None else ""),
     }
 
 
@@ -603,9 +606,11 @@ PFOR_CHOICE = ("tape.jacobian(experimental_use_pfor=True); in eager mode pfor tr
 
 def make_task(workload: spec.Workload, model: Model, dtype) -> Task:
     rows = min(workload.jacobian_rows, workload.spec.n_outputs)
-    if workload.task == "backward" or workload.sequence is not None:
+    if (workload.task == "backward" or workload.sequence is not None
+            or spec.TASKS[workload.task].default_allocator):
         # A variable-length task is the backward step on the model's sequence form (every
-        # strategy alike: only the batches' shapes and the mode's shape policy differ).
+        # strategy alike: only the batches' shapes and the mode's shape policy differ); the
+        # default-allocator one is the backward step with TensorFlow's own memory policy.
         return _loss_task(model, LOSSES[workload.spec.loss], jacobian=False)
     if workload.task == "backward_frozen":
         return _frozen_task(model, LOSSES[workload.spec.loss], trained_params(workload))
@@ -760,7 +765,8 @@ def _refuse_xla_failures(step, workload: spec.Workload):
 def prepare(workload: spec.Workload, mode: str, device: str,
             dtype: str = "float32") -> Prepared:
     _check_supported(workload, mode, device, dtype)
-    numerics = apply_cuda_numerics(spec.CUDA_NUMERICS) if device == "cuda" else {}
+    numerics = (apply_cuda_numerics(spec.cuda_numerics(workload.task))
+                if device == "cuda" else {})
     tf_device = "/GPU:0" if device == "cuda" else "/CPU:0"
     sync = device_sync(device)
     model_spec = workload.spec
