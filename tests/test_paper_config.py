@@ -85,26 +85,28 @@ def test_each_variant_task_runs_beside_the_backward_cells_it_varies():
         assert all(seeds[(*k, task)] == seeds[(*k, info.variant_of)] for k in ran), task
 
 
-def test_gpu_config_runs_the_default_allocator_beside_the_backward_cells_it_varies():
-    """Issue 26, 004's memory grab: every mode of each framework whose GPU memory policy the
-    spec sets (spec.CUDA_MEMORY_POLICY) runs the default-allocator task on cuda, every study
-    model, with seeds its backward cells have (claims.memory_grab pairs them by seed)."""
+def test_gpu_config_runs_the_variants_and_the_forward_beside_the_backward_cells():
+    """config/gpu.yaml: every variant task (the default allocator's on cuda only) and the
+    forward alone run beside backward cells of the same (framework, mode, model) with their
+    seeds, as the claims pair them; the default allocator in every mode of each framework
+    whose GPU memory policy the spec sets (spec.CUDA_MEMORY_POLICY), every study model, and
+    in no other framework (elsewhere the backward cells are its)."""
     from adbench import spec
 
     seeds = defaultdict(set)
     for c in config_cells("gpu.yaml"):
-        seeds[(c.framework, c.mode, c.model, c.task, c.device)].add(c.seed)
-    tasks = [t for t, info in spec.TASKS.items() if info.default_allocator]
-    assert tasks
-    for task in tasks:
-        for framework in spec.CUDA_MEMORY_POLICY:
-            for mode in spec.FRAMEWORKS[framework].modes:
-                for model in spec.STUDY_MODELS:
-                    ran = seeds[(framework, mode, model, task, "cuda")]
-                    assert len(ran) >= 3, (framework, mode, model)
-                    assert ran <= seeds[(framework, mode, model, "backward", "cuda")]
-    others = {k[0] for k in seeds if spec.TASKS[k[3]].default_allocator}
-    assert others <= set(spec.CUDA_MEMORY_POLICY)  # elsewhere the backward cells are its
+        assert c.device == "cuda"
+        seeds[(c.framework, c.mode, c.model, c.task)].add(c.seed)
+    fixed = [t for t, info in spec.TASKS.items() if info.variant_of and not info.sequence]
+    assert {k[3] for k in seeds} >= {"backward", spec.FORWARD_TASK, *fixed}
+    for (framework, mode, model, task), ran in seeds.items():
+        if task != "backward" and task in (*fixed, spec.FORWARD_TASK):
+            assert ran <= seeds[(framework, mode, model, "backward")], (framework, mode, model)
+    for task in (t for t in fixed if spec.TASKS[t].default_allocator):
+        expected = {(f, m, model) for f in spec.CUDA_MEMORY_POLICY
+                    for m in spec.FRAMEWORKS[f].modes for model in spec.STUDY_MODELS}
+        ran = {k[:3] for k in seeds if k[3] == task}
+        assert ran == expected and all(len(seeds[(*k, task)]) >= 3 for k in ran)
 
 
 def test_every_whole_step_mode_runs_the_forward_alone_beside_its_backward_cells():
