@@ -722,13 +722,15 @@ MEMORY_SERIES = {  # tables.memory_table column -> what it is, as the legend say
     "peak_over_baseline_bytes": ("o", "peak added by the measured loop"),
     "held_after_step_bytes": ("s", "resident after the last step"),
     "device_peak_allocated_bytes": ("^", "device peak allocated"),
+    "device_process_bytes": ("v", "held by the process on its GPU"),
 }
 
 
 def plot_memory(cells: pd.DataFrame):
     """Per model a panel, per (framework, mode) a row: the measured loop's peak resident
     memory over the process's before it, the memory still resident after its last step, and
-    a CUDA cell's peak allocated device memory (tables.memory_table), MiB, log scale."""
+    a CUDA cell's peak allocated device memory and the GPU memory its process holds
+    (tables.memory_table), MiB, log scale."""
     memory = tables.memory_table(cells)
     if memory.empty:
         return notice("No cell of this run recorded its memory.")
