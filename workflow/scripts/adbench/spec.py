@@ -306,8 +306,8 @@ def task_refusal(framework: str, task: str, device: str) -> str | None:
     """Why a (framework, task, device) measures nothing the task is about, or None."""
     info = TASKS[task]
     if device not in info.devices:
-        return (f"{task} measures a GPU's memory policy: it runs on "
-                f"{', '.join(info.devices)} only")
+        return (f"{task} ({info.label}) runs on {', '.join(info.devices)} only "
+                f"(spec.TASKS['{task}'].devices)")
     if info.default_allocator and framework not in CUDA_MEMORY_POLICY:
         return (f"{framework} runs its own default GPU allocator in every cuda cell "
                 f"(spec.CUDA_MEMORY_POLICY sets none of its memory): its backward cells are "
