@@ -158,7 +158,8 @@ def test_bootstrap_replicates_per_process_quantity_and_statistic():
          "backward_s": value / 2, "forward_s": np.nan}
         for seed in (0, 1) for i, value in enumerate(rng.uniform(1, 2, 30))])
     cells = pd.DataFrame([{**cell, "seed": seed, "status": "ok", "time_to_first_step_s": 10.0,
-                           "rss_after_step_bytes": 1e6 * (seed + 1)} for seed in (0, 1)])
+                           stats.HELD_AFTER_STEP_FIELD["cpu"]: 1e6 * (seed + 1)}
+                          for seed in (0, 1)])
     table = stats.bootstrap_replicates(iterations, 100, seed=0, cells=cells)
     assert sorted(set(table["quantity"])) == sorted(
         ["backward_s", "step_s", stats.FIRST_OVER_STEADY, stats.HELD_AFTER_STEP])

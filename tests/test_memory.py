@@ -104,6 +104,25 @@ def test_memory_held_after_a_step_is_found():
         stepper.held.clear()
 
 
+needs_mallinfo2 = pytest.mark.skipif(timing.heap_in_use() is None,
+                                     reason="no glibc mallinfo2 (another libc, or glibc < 2.33)")
+
+
+@needs_mallinfo2
+def test_the_heap_in_use_after_a_step_finds_what_it_holds_and_not_what_it_freed():
+    """graph_freed's CPU reading: a step that keeps 200 MB shows them in the C heap's bytes in
+    use; one that freed them does not, though its pages may stay resident."""
+    freed = measured(Stepper(PLANTED))
+    stepper = Stepper(PLANTED, allocating=lambda iteration: iteration == 1, hold=True)
+    try:
+        held = measured(stepper)
+        assert held["heap_after_step_bytes"] - freed["heap_after_step_bytes"] >= FOUND
+    finally:
+        stepper.held.clear()
+    assert abs(measured(Stepper(PLANTED))["heap_after_step_bytes"]
+               - freed["heap_after_step_bytes"]) < QUIET
+
+
 # ------------------------------------------------------------------ when /proc cannot
 @linux
 def test_a_peak_that_cannot_be_reset_counts_from_process_start_and_says_so(monkeypatch):
@@ -141,6 +160,7 @@ def test_a_loop_stopped_before_the_measured_phase_records_nothing():
                            deadline=5, at_measured=memory.start)
     record = memory.stop()
     assert record["rss_peak_bytes"] is None and record["rss_after_step_bytes"] is None
+    assert record["heap_after_step_bytes"] is None
     assert record["rss_peak_scope"].startswith("not measured")
 
 
@@ -156,6 +176,7 @@ def test_memory_fields_reach_the_cells_record_and_old_files_give_none(tmp_path):
     rows = [{"iteration": 0, "phase": "measured", "step_s": 0.1}]
     memory = {"rss_baseline_bytes": 100 * MB, "rss_peak_bytes": 300 * MB,
               "rss_after_step_bytes": 120 * MB, "rss_peak_scope": "measured phase (...)",
+              "heap_after_step_bytes": 20 * MB,
               "peak_device_memory_bytes": None, "peak_device_reserved_bytes": None,
               "device_after_step_bytes": None, "device_process_bytes": None}
     new = str(tmp_path / "raw/cpu/torch/eager/mlp512/backward/t1/seed0.parquet")
@@ -256,13 +277,14 @@ def test_the_papers_memory_table_has_device_columns_only_where_a_cuda_cell_ran()
     row = {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
            "threads": 1, "n_processes": 2, "n_peak_from_start": 0,
            "peak_over_baseline_bytes": 3 * MB, "held_after_step_bytes": 300 * MB,
-           "held_over_baseline_bytes": 1 * MB, "device_peak_allocated_bytes": float("nan"),
+           "held_over_baseline_bytes": 1 * MB, "heap_after_step_bytes": 40 * MB,
+           "device_peak_allocated_bytes": float("nan"),
            "device_peak_reserved_bytes": float("nan"),
            "device_held_after_step_bytes": float("nan"), "device_process_bytes": float("nan")}
     cpu = pd.DataFrame([{**row, "device": "cpu"}])[tables.MEMORY_COLUMNS]
     context = paper_context.memory_context(cpu, None)
-    assert not context["cuda"] and [(r["peak"], r["held"]) for r in context["rows"]] == [
-        ("3.00", "300")]
+    assert not context["cuda"] and [(r["peak"], r["held"], r["heap"])
+                                    for r in context["rows"]] == [("3.00", "300", "40.0")]
     cuda = pd.DataFrame([{**row, "device": "cuda", "n_peak_from_start": 1,
                           "device_peak_allocated_bytes": 40 * MB,
                           "device_peak_reserved_bytes": 64 * MB,

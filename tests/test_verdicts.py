@@ -344,11 +344,13 @@ def test_the_memory_claim_reads_fields_the_cells_record_per_device():
     assert set(stats.HELD_AFTER_STEP_FIELD) == set(spec.DEVICES)
 
 
-def test_memory_held_after_a_step_is_resident_on_the_cpu_and_allocated_on_a_gpu():
+def test_memory_held_after_a_step_is_the_heap_in_use_on_the_cpu_and_allocated_on_a_gpu():
     """A GPU step keeps its graph on the device: its host memory is not what graph_freed
-    compares there."""
+    compares there; on the CPU the heap's bytes in use, not resident memory (which keeps
+    the freed pages)."""
     cells = pd.DataFrame({"device": ["cpu", "cuda", "cuda"],
-                          "rss_after_step_bytes": [5e8, 6e8, 7e8],
+                          "rss_after_step_bytes": [9e8, 6e8, 7e8],
+                          "heap_after_step_bytes": [5e8, 6e8, 7e8],
                           "device_after_step_bytes": [None, 2e6, None]})
     held = stats.held_after_step(cells)
     assert held[0] == 5e8 and held[1] == 2e6 and np.isnan(held[2])

@@ -249,8 +249,8 @@ def graph_freed() -> Claim:
     """003 and 004: the graph is freed after each step, leaving more memory available."""
     return Claim(
         "graph_freed",
-        "the memory held once a step returned (resident memory on the CPU, the framework's "
-        "allocated device memory on a GPU) with its graph retained "
+        "the memory held once a step returned (the C heap's bytes in use on the CPU, the "
+        "framework's allocated device memory on a GPU) with its graph retained "
         "(retain_graph=True / a persistent tape, kept until the next step) over the same "
         "with the graph freed (the backward task), every model and (framework, mode): above "
         "1 when freeing the graph leaves memory available",

@@ -616,6 +616,7 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
             "n": int(r.n_processes),
             "peak": mebibytes(r.peak_over_baseline_bytes),
             "held": mebibytes(r.held_after_step_bytes),
+            "heap": mebibytes(r.heap_after_step_bytes),
             "from_start": int(r.n_peak_from_start) > 0,
             "device_allocated": mebibytes(r.device_peak_allocated_bytes),
             "device_reserved": mebibytes(r.device_peak_reserved_bytes),

@@ -53,6 +53,9 @@ MEMORY_FIELDS = {
     "rss_peak_bytes": "peak resident memory (VmHWM) of the measured phase, reset at its start "
                       "(rss_peak_scope says where it could not be)",
     "rss_after_step_bytes": "resident memory (VmRSS) still held once the last step returned",
+    "heap_after_step_bytes": "the C heap's bytes in use (glibc mallinfo2) once the last step "
+                             "returned: live objects only, where resident memory also counts "
+                             "the freed pages the allocator keeps",
     "rss_peak_scope": "what rss_peak_bytes covers: the measured phase, or since process start "
                       "(and why) where the peak could not be reset",
     "peak_device_memory_bytes": "a cuda cell's peak memory allocated by the framework "

@@ -252,11 +252,12 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
 
 
 # The memory a process reads once that a claim compares (claims.graph_freed): the memory
-# still held once a step returned, where the step keeps its graph: the process's resident
-# memory on the CPU, the framework's allocated device memory on a GPU (schema.MEMORY_FIELDS;
-# a GPU step's host memory says nothing of the graph it keeps on the device).
+# still held once a step returned, where the step keeps its graph: the C heap's bytes in use
+# on the CPU (resident memory cannot tell: the allocator keeps freed pages resident), the
+# framework's allocated device memory on a GPU (schema.MEMORY_FIELDS; a GPU step's host
+# memory says nothing of the graph it keeps on the device).
 HELD_AFTER_STEP = "held_after_step_bytes"
-HELD_AFTER_STEP_FIELD = {"cpu": "rss_after_step_bytes", "cuda": "device_after_step_bytes"}
+HELD_AFTER_STEP_FIELD = {"cpu": "heap_after_step_bytes", "cuda": "device_after_step_bytes"}
 # What a cuda process holds on its GPU once a step returned, pool and context (nvidia-smi;
 # claims.memory_grab): schema.MEMORY_FIELDS' field of the same name.
 DEVICE_PROCESS = "device_process_bytes"

@@ -469,6 +469,8 @@ def write_table(table: TableInfo, tidy: pd.DataFrame, stem: str) -> None:
 #                                added at its peak over what the process held before it
 #     held_after_step_bytes      rss_after_step_bytes: resident once the last step returned
 #     held_over_baseline_bytes   rss_after_step_bytes - rss_baseline_bytes
+#     heap_after_step_bytes      the C heap's bytes in use once the last step returned (live
+#                                objects only: what graph_freed compares on the CPU)
 #     device_peak_allocated_bytes, device_peak_reserved_bytes, device_held_after_step_bytes
 #                                a cuda cell's, where recorded
 #     device_process_bytes       a cuda cell's GPU memory held by its process (nvidia-smi)
@@ -483,6 +485,7 @@ MEMORY_COLUMNS = [
     "peak_over_baseline_bytes",
     "held_after_step_bytes",
     "held_over_baseline_bytes",
+    "heap_after_step_bytes",
     "device_peak_allocated_bytes",
     "device_peak_reserved_bytes",
     "device_held_after_step_bytes",
@@ -503,13 +506,14 @@ def memory_table(cells: pd.DataFrame) -> pd.DataFrame:
     ok["held_after_step_bytes"] = ok["rss_after_step_bytes"]
     ok["held_over_baseline_bytes"] = ok["rss_after_step_bytes"] - ok["rss_baseline_bytes"]
     ok["from_start"] = ~ok["rss_peak_scope"].fillna("").str.startswith("measured phase")
-    for mine, theirs in (("device_peak_allocated_bytes", "peak_device_memory_bytes"),
+    for mine, theirs in (("heap_after_step_bytes", "heap_after_step_bytes"),
+                         ("device_peak_allocated_bytes", "peak_device_memory_bytes"),
                          ("device_peak_reserved_bytes", "peak_device_reserved_bytes"),
                          ("device_held_after_step_bytes", "device_after_step_bytes"),
                          ("device_process_bytes", "device_process_bytes")):
         ok[mine] = pd.to_numeric(ok[theirs], errors="coerce") if theirs in ok else math.nan
     medians = ["peak_over_baseline_bytes", "held_after_step_bytes", "held_over_baseline_bytes",
-               "device_peak_allocated_bytes", "device_peak_reserved_bytes",
+               "heap_after_step_bytes", "device_peak_allocated_bytes", "device_peak_reserved_bytes",
                "device_held_after_step_bytes", "device_process_bytes"]
     grouped = ok.groupby(MEMORY_KEYS, sort=False)
     table = grouped[medians].median().join(

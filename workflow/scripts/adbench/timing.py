@@ -12,6 +12,7 @@ peak and what is held once the last step returned); `time_iterations` calls its
 
 from __future__ import annotations
 
+import ctypes
 import time
 from typing import Callable, Protocol
 
@@ -89,7 +90,31 @@ def whole_timer(step: Callable[[], object], sync: Callable[[], None],
 PROC_STATUS = "/proc/self/status"
 CLEAR_REFS = "/proc/self/clear_refs"
 # The raw file's memory fields (schema.MEMORY_FIELDS says what each means).
-RSS_FIELDS = ("rss_baseline_bytes", "rss_peak_bytes", "rss_after_step_bytes", "rss_peak_scope")
+RSS_FIELDS = ("rss_baseline_bytes", "rss_peak_bytes", "rss_after_step_bytes", "rss_peak_scope",
+              "heap_after_step_bytes")
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's struct mallinfo2 (glibc >= 2.33): the C heap's counters, size_t each."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def heap_in_use() -> int | None:
+    """The C heap's bytes in use now (glibc's mallinfo2: uordblks, the allocated chunks, plus
+    hblkhd, the mmapped ones): what live objects hold, freed memory excluded, which resident
+    memory keeps counting (the allocator keeps freed pages).  None without glibc's
+    mallinfo2 (another libc, or glibc older than 2.33)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return int(info.uordblks + info.hblkhd)
 
 
 def proc_memory(path: str = PROC_STATUS) -> dict[str, int]:
@@ -146,6 +171,7 @@ class ProcessMemory:
             now = proc_memory(self.status)
             self.record["rss_peak_bytes"] = now.get("VmHWM")
             self.record["rss_after_step_bytes"] = now.get("VmRSS")
+            self.record["heap_after_step_bytes"] = heap_in_use()
             if not now:
                 self.record["rss_peak_scope"] = f"not measured: no {self.status}"
         return dict(self.record)
