@@ -166,7 +166,7 @@ def test_a_loop_stopped_before_the_measured_phase_records_nothing():
 
 # ------------------------------------------------------------------ raw file -> cells.parquet
 def test_every_memory_field_is_documented_in_the_schema():
-    assert set(timing.RSS_FIELDS) <= set(schema.MEMORY_FIELDS)
+    assert set(timing.PROCESS_MEMORY_FIELDS) <= set(schema.MEMORY_FIELDS)
     assert {"peak_device_memory_bytes", "peak_device_reserved_bytes"} <= set(schema.MEMORY_FIELDS)
 
 

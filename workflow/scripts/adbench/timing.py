@@ -90,8 +90,8 @@ def whole_timer(step: Callable[[], object], sync: Callable[[], None],
 PROC_STATUS = "/proc/self/status"
 CLEAR_REFS = "/proc/self/clear_refs"
 # The raw file's memory fields (schema.MEMORY_FIELDS says what each means).
-RSS_FIELDS = ("rss_baseline_bytes", "rss_peak_bytes", "rss_after_step_bytes", "rss_peak_scope",
-              "heap_after_step_bytes")
+PROCESS_MEMORY_FIELDS = ("rss_baseline_bytes", "rss_peak_bytes", "rss_after_step_bytes",
+                         "rss_peak_scope", "heap_after_step_bytes")
 
 
 class _MallInfo2(ctypes.Structure):
@@ -147,14 +147,15 @@ def reset_peak_rss(path: str = CLEAR_REFS) -> str | None:
 class ProcessMemory:
     """The resident memory of the measured phase, outside the clock: `start` (the timing
     loop's `at_measured` hook) reads the baseline VmRSS and resets the peak; `stop`, once
-    the last step returned, reads the peak (VmHWM) and what is still held (VmRSS).  The
+    the last step returned, reads the peak (VmHWM), what is still resident (VmRSS) and the
+    C heap's bytes in use (heap_in_use: what live objects still hold).  The
     record's values are bytes, None where /proc could not say; `rss_peak_scope` says what
     the peak covers."""
 
     def __init__(self, status: str = PROC_STATUS, clear_refs: str = CLEAR_REFS):
         self.status, self.clear_refs = status, clear_refs
         self.started = False
-        self.record: dict = dict.fromkeys(RSS_FIELDS)
+        self.record: dict = dict.fromkeys(PROCESS_MEMORY_FIELDS)
         self.record["rss_peak_scope"] = "not measured: the measured phase did not run to its end"
 
     def start(self) -> None:
