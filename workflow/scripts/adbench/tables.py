@@ -512,9 +512,7 @@ def memory_table(cells: pd.DataFrame) -> pd.DataFrame:
                          ("device_held_after_step_bytes", "device_after_step_bytes"),
                          ("device_process_bytes", "device_process_bytes")):
         ok[mine] = pd.to_numeric(ok[theirs], errors="coerce") if theirs in ok else math.nan
-    medians = ["peak_over_baseline_bytes", "held_after_step_bytes", "held_over_baseline_bytes",
-               "heap_after_step_bytes", "device_peak_allocated_bytes", "device_peak_reserved_bytes",
-               "device_held_after_step_bytes", "device_process_bytes"]
+    medians = [c for c in MEMORY_COLUMNS if c.endswith("_bytes")]  # not the n_ counts
     grouped = ok.groupby(MEMORY_KEYS, sort=False)
     table = grouped[medians].median().join(
         grouped.agg(n_processes=("seed", "size"), n_peak_from_start=("from_start", "sum")))
