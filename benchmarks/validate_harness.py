@@ -129,10 +129,10 @@ def pipeline_cell(framework: str, warmup: int, iterations: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="adbench-validate-") as tmp:
         out = os.path.join(tmp, "raw.parquet")
         cmd = [framework_python(framework), str(SCRIPTS / "measure.py"),
-               "--framework", framework, "--mode", "eager", "--model", MODEL, "--task", TASK,
-               "--device", "cpu", "--threads", str(THREADS), "--granted-threads",
-               str(THREADS), "--seed", str(SEED), "--warmup", str(warmup),
-               "--iterations", str(iterations), "--cache-dir", os.path.join(tmp, "cache"),
+               "--cell", spec.CellDescription.of(
+                   framework, "eager", MODEL, TASK, threads=THREADS, seed=SEED,
+                   warmup=warmup, iterations=iterations).to_json(),
+               "--granted-threads", str(THREADS), "--cache-dir", os.path.join(tmp, "cache"),
                "--out", out, "--gradients", os.path.join(tmp, "gradients.npz")]
         run_process(cmd, f"measure.py ({framework} eager {MODEL} {TASK})")
         rows, info = measured_rows(out)
@@ -309,15 +309,15 @@ class NullStepper:
     """A backend that does nothing: what is left is the harness's own cost."""
 
     def __init__(self, path: str):
-        from adbench import timing
+        from adbench import clock
 
-        self.timing, self.path = timing, path
+        self.clocking, self.path = clock, path
 
     def run(self, iteration, clock):
         if self.path == "split":
-            return self.timing.split_timer(lambda: None, lambda _: None, sync=lambda: None,
-                                           clock=clock)
-        return self.timing.whole_timer(lambda: None, sync=lambda: None, clock=clock)
+            return self.clocking.split_timer(lambda: None, lambda _: None, sync=lambda: None,
+                                             clock=clock)
+        return self.clocking.whole_timer(lambda: None, sync=lambda: None, clock=clock)
 
 
 def null_samples(iterations: int) -> dict:

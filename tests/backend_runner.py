@@ -5,7 +5,7 @@
 
 cells.json: a list of {"mode", "model", "task", "seed", "n_samples", "batch_size",
 "jacobian_rows", "warmup", "iterations"}.  One process for all of a framework's cells (the
-imports are paid once).  For cell k it writes outdir/k.npz (reference.write_derivatives) and
+imports are paid once).  For cell k it writes outdir/k.npz (derivatives.write_derivatives) and
 appends to outdir/results.json: status, message, the rows' quantities, choices, compile_s,
 the rows' traces (Prepared.traces after each iteration; None where a cell has no counter),
 the threads the framework reports and the loop's CPU utilisation.  The test process, which
@@ -23,7 +23,7 @@ import traceback
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                 "workflow", "scripts"))
 
-from adbench import provenance, reference, spec, timing  # noqa: E402
+from adbench import derivatives, provenance, spec, timing  # noqa: E402
 from adbench.backends import UnsupportedCell, load  # noqa: E402
 
 
@@ -52,7 +52,7 @@ def run_cell(backend, framework: str, cell: dict, npz: str) -> dict:
     except Exception as exc:  # the test reports it, with the traceback
         result.update(status="failed", message=f"{type(exc).__name__}: {exc}",
                       traceback=traceback.format_exc())
-    reference.write_derivatives(npz, result["status"], loss, grads)
+    derivatives.write_derivatives(npz, result["status"], loss, grads)
     return result
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adbench import reference, spec
+from adbench import derivatives, reference, spec
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNER = REPO / "tests" / "backend_runner.py"
@@ -180,7 +180,7 @@ class BackendCells:
         workload = spec.Workload(model=cell["model"], seed=cell["seed"], task=cell["task"],
                                  n_samples=cell["n_samples"], batch_size=cell["batch_size"],
                                  jacobian_rows=cell["jacobian_rows"])
-        status, loss, arrays = reference.read_derivatives(str(results["outdir"] / f"{k}.npz"))
+        status, loss, arrays = derivatives.read_derivatives(str(results["outdir"] / f"{k}.npz"))
         ref_loss, ref_arrays = reference.reference_derivatives(workload)
         assert [a.shape for a in arrays] == [r.shape for r in ref_arrays]
         assert all(a.dtype == np.float32 for a in arrays)

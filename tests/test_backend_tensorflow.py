@@ -54,7 +54,7 @@ def small_workload(model: str, task: str) -> spec.Workload:
 @functools.lru_cache(maxsize=None)
 def cached_reference(model: str, derivative: str):
     """One reference per model and derivative kind (tasks of a kind share it)."""
-    task = reference.REFERENCE_TASK[derivative]
+    task = spec.REFERENCE_TASK[derivative]
     return reference.reference_derivatives(small_workload(model, task))
 
 
@@ -87,7 +87,7 @@ def test_the_default_allocator_task_is_the_backward_step():
     assert reference.relative_error(ours[1], backward[1]) < 1e-6
 
 
-@pytest.mark.parametrize("task", tuple(t for t in reference.REFERENCE_TASK.values()
+@pytest.mark.parametrize("task", tuple(t for t in spec.REFERENCE_TASK.values()
                                        if t in FIXED_SHAPE_TASKS))
 @pytest.mark.parametrize("model", spec.STUDY_MODELS)
 def test_float64_build_matches_the_reference_to_round_off(model, task):

@@ -2,13 +2,14 @@
 named, cells that are not ok skipped, per-model tolerances."""
 
 import dataclasses
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pandas as pd
 
-from adbench import reference, spec
+from adbench import derivatives, reference, spec
 
 SCRIPT = spec.__file__.replace("adbench/spec.py", "check_gradients.py")
 TRUTH = [np.ones((3, 2)), np.arange(2.0)]
@@ -16,15 +17,17 @@ TRUTH = [np.ones((3, 2)), np.arange(2.0)]
 
 def write_cell(root, framework, mode, arrays, status="ok", seed=0, model="mlp512",
                task="backward"):
-    cell = spec.Cell(framework, mode, model, task, "cpu", 1, seed)
-    reference.write_derivatives(str(root / cell.gradient_path), status, 1.0, arrays)
-    return str(root / cell.gradient_path)
+    description = spec.CellDescription.of(framework, mode, model, task, seed=seed)
+    path = str(root / description.cell.gradient_path)
+    derivatives.write_derivatives(path, status, 1.0, arrays, about=description.as_dict())
+    return path
 
 
 def write_reference(root, arrays=TRUTH, seed=0, model="mlp512", derivative="gradients",
                     kink=float("inf")):
     path = root / spec.REFERENCE_PATTERN.format(model=model, derivative=derivative, seed=seed)
-    reference.write_derivatives(str(path), "ok", 1.0, arrays, kink=kink)
+    about = {"model": model, "derivative": derivative, "seed": seed}
+    derivatives.write_derivatives(str(path), "ok", 1.0, arrays, kink=kink, about=about)
     return str(path)
 
 
@@ -143,3 +146,21 @@ def test_frozen_cells_are_checked_against_the_trained_parameters_reference(tmp_p
     assert result.returncode == 1
     assert "torch/script mlp512 backward_frozen" in result.stderr
     assert "tensorflow/graph mlp512 backward_frozen" in result.stderr
+
+
+def test_a_cell_is_known_by_its_description_not_its_path(tmp_path):
+    """Derivative files renamed out of the layout are still checked as the cells they are."""
+    g = [a.astype(np.float32) for a in TRUTH]
+    cells = []
+    for i, (framework, mode) in enumerate((("torch", "eager"), ("tensorflow", "graph"))):
+        written = write_cell(tmp_path, framework, mode, g)
+        moved = tmp_path / f"cell{i}.npz"
+        os.replace(written, moved)
+        cells.append(str(moved))
+    reference_file = tmp_path / "truth.npz"
+    os.replace(write_reference(tmp_path), reference_file)
+    result, out = check(tmp_path, cells, [str(reference_file)])
+    assert result.returncode == 0, result.stderr
+    assert set(zip(out["framework"], out["mode"])) == {("torch", "eager"),
+                                                        ("tensorflow", "graph")}
+    assert out["passed"].all()

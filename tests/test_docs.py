@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import spec_docs
-from adbench import spec
+from adbench import report_spec, spec
 
 from conftest import REPO
 
@@ -49,7 +49,7 @@ def rows(section: str) -> list[list[str]]:
 def test_every_framework_and_mode_has_a_row():
     pairs = [(r[0], r[1]) for r in rows("Frameworks and modes")]
     assert pairs == [
-        (f"`{name}` ({info.label})", f"`{mode}`")
+        (f"`{name}` ({report_spec.framework_label(name)})", f"`{mode}`")
         for name, info in spec.FRAMEWORKS.items()
         for mode in info.modes
     ]

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from adbench import reference, schema, spec, tables
+from adbench import reference, report_spec, schema, spec, tables
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import pipeline_cost  # noqa: E402  (its fresh copy of the checkout, shared)
@@ -72,7 +72,7 @@ def provenance(run, cell):
 def test_every_output_is_produced(run):
     for cell in tiny_cells():
         assert (run / OUT / cell.raw_path).is_file() and (run / OUT / cell.gradient_path).is_file()
-    for name in spec.TABLE_NAMES:
+    for name in report_spec.TABLE_NAMES:
         for ext in ("csv", "md", "tex"):
             assert (run / OUT / f"tables/{name}.{ext}").stat().st_size > 0
     for name in ("first_iterations", "jacobians", "frameworks", "mlp_backward", "hypothesis0",
@@ -162,7 +162,7 @@ def test_snakemakes_report_holds_every_result_with_its_caption(run, tmp_path):
     expected = {p.name for pattern in ("tables/*.csv", "tables/*.md", "figures/*.png",
                                        "verdicts/*.csv", "checks/gradients.*", "paper/paper.pdf")
                 for p in tree.glob(pattern)}
-    assert len(expected) > 2 * len(spec.TABLE_NAMES) and expected <= names
+    assert len(expected) > 2 * len(report_spec.TABLE_NAMES) and expected <= names
     # the page holds each caption as HTML inside a script string: line breaks as '\n'
     text = re.sub(r"(?:\\n|\s)+", " ", page)
     swept = list(tree.glob("figures/scaling_*.png"))  # the tiny grid sweeps no axis
@@ -185,7 +185,7 @@ def test_the_paper_reads_in_sequence_and_names_the_studys_documents(run):
                           capture_output=True, text=True, check=True).stdout
     numbers = sorted({int(n) for n in re.findall(r"^\f?Table\s(\d+):", text, re.M)})
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) > 5
-    # the study's documents by name (spec.DOCUMENTS), never by their file numbers
+    # the study's documents by name (report_spec.DOCUMENTS), never by their file numbers
     assert not re.findall(r"(?<![\w.])00[0-4](?![\w.])", text)
     assert "Limitations of this run" in text
     words = " ".join(text.split())  # pdftotext breaks lines and curls apostrophes
@@ -234,7 +234,7 @@ def test_every_model_and_task_of_the_tiny_config_ran_somewhere(run):
 
 
 def table_cells(table):
-    """The tiny config's cells that a table of spec.TABLES shows."""
+    """The tiny config's cells that a table of report_spec.TABLES shows."""
     return {c for c in tiny_cells() if c.model in table.models and c.task in table.tasks
             and table.compiled in (None, spec.FRAMEWORKS[c.framework].modes[c.mode].compiled)
             and (table.frameworks is None or c.framework in table.frameworks)
@@ -242,7 +242,7 @@ def table_cells(table):
 
 
 def test_tables_have_every_cell(run):
-    for table in spec.TABLES:
+    for table in report_spec.TABLES:
         tidy = pd.read_csv(run / OUT / f"tables/{table.name}.csv", keep_default_na=False,
                            na_values=[""])
         cells = table_cells(table)
@@ -290,7 +290,7 @@ def test_the_papers_protocol_is_the_measured_cells(run):
     table = tex.split("\\label{tab:protocol}", 1)[1].split("\\bottomrule", 1)[0]
     rows = [line.replace("\\_", "_").split(" & ")
             for line in table.split("\\midrule", 1)[1].splitlines() if " & " in line]
-    labels = {spec.TASKS[t].label: t for t in spec.TASKS}
+    labels = {report_spec.task_label(t): t for t in spec.TASKS}
     covered = set()
     for task_label, models, seeds, processes, warmup, iterations in rows:
         for model in models.split(", "):

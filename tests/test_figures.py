@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 
 import figures  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
-from adbench import stats  # noqa: E402
+from adbench import report_spec, stats  # noqa: E402
 from test_tables import fake_iterations_and_cells, with_memory  # noqa: E402
 
 
@@ -265,7 +265,7 @@ def test_the_jacobian_figure_sets_the_studys_published_means_apart():
     published = figures.read_published(PUBLISHED, "jacobians")
     fig = figures.plot_jacobians(summary, cells, found, published=published)
     says_what_it_shows(fig)
-    fcn = next(ax for ax in fig.axes if ax.get_title() == figures.MODELS["fcn"].label)
+    fcn = next(ax for ax in fig.axes if ax.get_title() == report_spec.model_label("fcn"))
     assert [t.get_text() for t in fcn.get_xticklabels()][-1] == figures.STUDY_TICK
     diamonds = sorted(line.get_ydata()[0] for line in fcn.get_lines()
                       if line.get_label() == figures.STUDY)

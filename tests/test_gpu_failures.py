@@ -253,9 +253,9 @@ runpy.run_path({str(MEASURE)!r}, run_name="__main__")
 
 
 def measure_argv(tmp_path, framework="torch", device="cuda") -> list[str]:
-    return ["--framework", framework, "--mode", "eager", "--model", "mlp512", "--task",
-            "backward", "--device", device, "--threads", "1", "--seed", "0", "--warmup", "1",
-            "--iterations", "2", "--n-samples", "8", "--batch-size", "4",
+    cell = spec.CellDescription.of(framework, "eager", "mlp512", device=device, warmup=1,
+                                   iterations=2, n_samples=8, batch_size=4)
+    return ["--cell", cell.to_json(),
             "--out", str(tmp_path / "raw.parquet"), "--gradients", str(tmp_path / "g.npz")]
 
 

@@ -269,9 +269,9 @@ def test_jax_keeps_a_cpu_environment_s_xla_flags(tmp_path):
 def run_measure(tmp_path, device: str, env: dict) -> dict:
     out = tmp_path / f"{device}.parquet"
     cmd = [sys.executable, str(REPO / "workflow" / "scripts" / "measure.py"),
-           "--framework", "torch", "--mode", "eager", "--model", "mlp512", "--task",
-           "backward", "--device", device, "--threads", "1", "--seed", "0", "--warmup", "1",
-           "--iterations", "2", "--n-samples", "8", "--batch-size", "4", "--out", str(out),
+           "--cell", spec.CellDescription.of("torch", "eager", "mlp512", device=device,
+                                             warmup=1, iterations=2, n_samples=8,
+                                             batch_size=4).to_json(), "--out", str(out),
            "--gradients", str(tmp_path / f"{device}.npz")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr

@@ -7,15 +7,15 @@ import math
 import pandas as pd
 import pytest
 
-from adbench import hypotheses, selection, tables, verdicts
+from adbench import hypotheses, spec, tables, verdicts
 from adbench.claims import CLAIMS
-from adbench.spec import TABLES
+from adbench.report_spec import TABLES
 
 H0 = next(c for c in CLAIMS if c.key == "hypothesis0")
 H0_TABLE = next(t for t in TABLES if t.name == H0.table)
 STUDY = {"hypotheses": {H0.table: {"name": "Hypothesis 0", "statement": "equal costs"}}}
 # Two conditions of H0's table, from the spec: its first model in two (framework, mode) pairs.
-CONDITIONS = [(H0_TABLE.models[0], *pair) for pair in selection.pairs()[:2]]
+CONDITIONS = [(H0_TABLE.models[0], *pair) for pair in spec.pairs()[:2]]
 
 
 def tidy_h0(ratios: dict) -> pd.DataFrame:

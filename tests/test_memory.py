@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import aggregate
-from adbench import paper_context, schema, tables, timing
+from adbench import paper_context, schema, spec, tables, timing
 
 MB = 1024 * 1024
 PLANTED = 200 * MB
@@ -195,9 +195,9 @@ def test_a_measured_cell_records_its_memory(repo, tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "cell.parquet"
     cmd = [sys.executable, str(repo / "workflow" / "scripts" / "measure.py"),
-           "--framework", "torch", "--mode", "eager", "--model", "mlp512", "--task",
-           "backward", "--device", "cpu", "--threads", "1", "--seed", "0", "--warmup", "1",
-           "--iterations", "2", "--n-samples", "8", "--batch-size", "4", "--out", str(out),
+           "--cell", spec.CellDescription.of("torch", "eager", "mlp512", warmup=1,
+                                             iterations=2, n_samples=8,
+                                             batch_size=4).to_json(), "--out", str(out),
            "--gradients", str(tmp_path / "cell.npz")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})

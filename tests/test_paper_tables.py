@@ -11,7 +11,8 @@ import pandas as pd
 
 from adbench import findings, paper_tables, stats
 from adbench.selection import table_modes
-from adbench.spec import FRAMEWORKS, TABLES, eager_mode_of, timed_quantities
+from adbench.report_spec import TABLES
+from adbench.spec import FRAMEWORKS, eager_mode_of, timed_quantities
 
 NAN = math.nan
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from adbench import formatting as fmt
-from adbench import paper_context
+from adbench import paper_context, report_spec
 
 
 def cells(rows: list[tuple]) -> pd.DataFrame:
@@ -146,6 +146,6 @@ def test_what_is_timed_describes_the_modes_the_run_measured():
     assert [r["label"] for r in rows] == [m["label"] for m in modes["measured"]]
     # ... and the tasks it measured: one column, backward's, not one per task of the spec
     tasks = paper_context.tasks_context(cells)
-    assert tasks["labels"] == [fmt.latex(paper_context.TASKS["backward"].label)]
+    assert tasks["labels"] == [fmt.latex(report_spec.task_label("backward"))]
     assert all(len(r["quantities"]) == 1 for r in rows) and tasks["colspec"] == "c"
     assert paper_context.task_columns(6).count("p{0.097") == 6  # six tasks share the width

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from adbench import reference, spec
+from adbench import derivatives, reference, spec
 
 NUMPY_MODELS = [m for m, info in spec.MODELS.items() if info.reference == "numpy"]
 EPS = 1e-6
@@ -101,13 +101,13 @@ def test_relative_error_floors_tiny_arrays_and_rejects_mismatches():
 
 def test_derivative_files_round_trip(tmp_path):
     path = str(tmp_path / "d" / "x.npz")
-    reference.write_derivatives(path, "ok", 1.5, [np.arange(3.0), np.eye(2)])
-    status, loss, arrays = reference.read_derivatives(path)
+    derivatives.write_derivatives(path, "ok", 1.5, [np.arange(3.0), np.eye(2)])
+    status, loss, arrays = derivatives.read_derivatives(path)
     assert (status, loss) == ("ok", 1.5)
     assert [a.shape for a in arrays] == [(3,), (2, 2)]
-    reference.write_derivatives(path, "failed", None, [])
-    assert reference.read_derivatives(path)[0] == "failed"
-    assert np.isnan(reference.read_derivatives(path)[1])
+    derivatives.write_derivatives(path, "failed", None, [])
+    assert derivatives.read_derivatives(path)[0] == "failed"
+    assert np.isnan(derivatives.read_derivatives(path)[1])
 
 
 def test_reference_ignores_the_cells_iteration_counts():
@@ -140,6 +140,6 @@ def test_make_reference_writes_a_frozen_tasks_reference(tmp_path):
                            "--n-samples", "8", "--out", str(out)], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
-    _, _, arrays = reference.read_derivatives(str(out))
+    _, _, arrays = derivatives.read_derivatives(str(out))
     _, expected = reference.reference_derivatives(workload("rnn_cell", "backward_frozen"))
     assert len(arrays) == 1 and np.array_equal(arrays[0], expected[0])

@@ -20,11 +20,12 @@ import pytest
 
 import make_tables
 import make_verdicts
-from adbench import stats
+from adbench import report_spec, stats
 from adbench.formatting import latex
 from adbench.paper_tables import NOT_IN_GRID, WAITING
 from adbench.tables import FIGURES_OF_TABLES, tables_drawn_in
-from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, STUDY_TASKS, TABLES, TASKS
+from adbench.report_spec import TABLES
+from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, STUDY_TASKS, TASKS
 from test_tables import MISSING_TABLE, fake_iterations_and_cells, with_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,17 +245,18 @@ def test_not_ok_cells_are_na_with_their_reasons(tex):
 def test_models_tasks_and_quantities_come_from_the_spec(tex):
     # The seeds' models; a sweep's own sizes are listed only where measured (not here).
     for name in STUDY_MODELS:
-        spec = MODELS[name]
-        assert latex(spec.label) in tex
-        assert str(spec.n_parameters) in tex
-        assert latex(spec.choices) in tex
-    assert all(latex(MODELS[m].label) not in tex for m in MODELS if m not in STUDY_MODELS)
+        words = report_spec.MODEL_TEXT[name]
+        assert latex(words.label) in tex
+        assert str(MODELS[name].n_parameters) in tex
+        assert latex(words.choices) in tex
+    assert all(latex(report_spec.model_label(m)) not in tex for m in MODELS
+               if m not in STUDY_MODELS)
     # The tasks the fabricated run measured (the study's) are described; the others are not.
-    for task, info in TASKS.items():
-        assert (latex(info.description) in tex) == (task in STUDY_TASKS), task
-    for info in FRAMEWORKS.values():
-        for mode in info.modes.values():
-            assert latex(mode.description) in tex
+    for task in TASKS:
+        assert (latex(report_spec.task_description(task)) in tex) == (task in STUDY_TASKS), task
+    for framework, info in FRAMEWORKS.items():
+        for mode in info.modes:
+            assert latex(report_spec.mode_description(framework, mode)) in tex
     assert r"10 $\times$ 3$\times$32$\times$32 (of 1000 rows)" in tex  # ResNet50's Jacobian
     assert "forward, backward, step" in tex
 
@@ -597,7 +599,7 @@ def test_only_the_modes_with_cells_are_listed_as_run(tmp_path):
     gone = ("jax", "jit")
     render_paper.main(make_inputs(tmp_path, without_mode=gone) + ["--tex-only"])
     tex = (tmp_path / "paper" / "paper.tex").read_text()
-    label = latex(f"{FRAMEWORKS[gone[0]].label} ({FRAMEWORKS[gone[0]].modes[gone[1]].label})")
+    label = latex(f"{report_spec.framework_label(gone[0])} ({report_spec.mode_label(gone[0], gone[1])})")
     ran = tex.split("The modes this run measured:")[1].split(r"\end{description}")[0]
     assert label not in ran and r"\item[" in ran
     others = tex.split("not in this run's grid")[1].split("\n\n")[0]

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from adbench import reference, schema
+from adbench import derivatives, schema, spec
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), os.pardir, "workflow", "scripts")
 RUN_CELL = os.path.join(SCRIPTS, "run_cell.py")
@@ -22,9 +22,9 @@ MEASURE = os.path.join(SCRIPTS, "measure.py")
 
 
 def measure_args(tmp_path, iterations=5, model="mlp512", *extra):
-    return ["--framework", "torch", "--mode", "eager", "--model", model, "--task",
-            "backward", "--device", "cpu", "--threads", "1", "--seed", "0", "--warmup", "2",
-            "--iterations", str(iterations), "--n-samples", "512",
+    cell = spec.CellDescription.of("torch", "eager", model, warmup=2, iterations=iterations,
+                                   n_samples=512)
+    return ["--cell", cell.to_json(),
             "--out", str(tmp_path / "raw.parquet"), "--gradients", str(tmp_path / "g.npz"),
             *extra]
 
@@ -53,7 +53,7 @@ def test_a_child_killed_by_sigkill_is_recorded_failed_and_logged(tmp_path):
     assert "killed by SIGKILL" in info["message"] and "out-of-memory" in info["message"]
     assert info["cell"]["model"] == "mlp512" and info["workload"]["iterations"] == 5
     assert pq.read_table(tmp_path / "raw.parquet").num_rows == 0
-    assert reference.read_derivatives(str(tmp_path / "g.npz"))[0] == "failed"
+    assert derivatives.read_derivatives(str(tmp_path / "g.npz"))[0] == "failed"
     assert len((tmp_path / "killed.log").read_text().splitlines()) == 1
     run_cell(tmp_path, child)  # a second kill: a second line, so a second re-try
     assert len((tmp_path / "killed.log").read_text().splitlines()) == 2

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import scaling as scaling_script
-from adbench import flops, inference, scaling, spec
+from adbench import flops, inference, report_spec, scaling, spec
 from adbench.tables import column_label
 
 REPO = Path(__file__).resolve().parents[1]
@@ -194,7 +194,7 @@ def test_width_sweeps_one_hidden_layer_a_factor_of_four_apart_through_the_studys
     assert np.isnan(scaling.hidden_width("mlp354x2")) and np.isnan(scaling.hidden_width("cnn"))
     # The sweep's own sizes are no model of the study: no table or claim ranges over them.
     assert set(spec.MLP_WIDTHS) - set(spec.STUDY_MODELS) == set(spec.MLP_WIDTHS) - {"mlp512"}
-    assert not {m for t in spec.TABLES for m in t.models} - set(spec.STUDY_MODELS)
+    assert not {m for t in report_spec.TABLES for m in t.models} - set(spec.STUDY_MODELS)
 
 
 def test_a_width_figure_draws_the_width_models_only(tmp_path):

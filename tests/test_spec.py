@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from adbench import spec
+from adbench import report_spec, spec
 
 from conftest import REPO
 
@@ -76,30 +76,43 @@ def test_invalid_pairs_name_the_key_and_the_bad_value():
 CELL = spec.Cell("tensorflow", "graph", "mlp354x2", "backward", "cuda", 8, 12)
 
 
-@pytest.mark.parametrize("path_attr, pattern", [("raw_path", spec.RAW_PATTERN),
-                                                ("gradient_path", spec.GRADIENT_PATTERN)])
-def test_cell_from_path_round_trips(path_attr, pattern):
-    path = getattr(CELL, path_attr)
+def test_a_cells_paths_are_its_human_index():
     # Relative to a results tree (results/, or the config's `results` folder).
-    assert path == ("raw/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.parquet"
-                    if path_attr == "raw_path" else
-                    "gradients/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.npz")
-    assert spec.cell_from_path(path, pattern) == CELL
-    assert spec.cell_from_path("results-paper/" + path, pattern) == CELL
-    assert spec.cell_from_path("/abs/prefix/" + path, pattern) == CELL
+    assert CELL.raw_path == "raw/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.parquet"
+    assert CELL.gradient_path == "gradients/cuda/tensorflow/graph/mlp354x2/backward/t8/seed12.npz"
 
 
-@pytest.mark.parametrize("path, pattern", [
-    (CELL.gradient_path, spec.RAW_PATTERN),
-    (CELL.raw_path, spec.GRADIENT_PATTERN),
-    ("results/raw/cpu/torch/eager/mlp512/backward/seed0.parquet", spec.RAW_PATTERN),
-    ("results/raw/cpu/torch/eager/mlp512/backward/t1/seed0.parquet.tmp", spec.RAW_PATTERN),
-    ("results/tables/table1_eager.csv", spec.RAW_PATTERN),
-    ("results/myraw/cpu/torch/eager/mlp512/backward/t1/seed0.parquet", spec.RAW_PATTERN),
+def test_a_cell_description_round_trips_whole_through_json():
+    description = spec.CellDescription(CELL, spec.Workload("mlp354x2", 12, "backward",
+                                                           iterations=7, n_samples=256))
+    assert spec.CellDescription.from_json(description.to_json()) == description
+    assert spec.CellDescription.from_dict(description.as_dict()) == description
+    # the model's defaults fill what the workload leaves out, and are written out whole
+    assert description.as_dict()["workload"]["batch_size"] == 128
+    assert set(description.as_dict()["workload"]) >= set(spec.WORKLOAD_SIZES)
+    assert spec.CellDescription.of("tensorflow", "graph", "mlp354x2", device="cuda",
+                                   threads=8, seed=12, iterations=7,
+                                   n_samples=256) == description
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"cell": {"mode": "xla"}}, "cell.mode: 'xla' is not a torch mode"),
+    ({"cell": {"framework": "caffe"}}, "cell.framework: unknown framework 'caffe'"),
+    ({"cell": {"device": "tpu"}}, "cell.device: unknown device 'tpu'"),
+    ({"cell": {"threads": 0}}, "cell.threads: 0 is not a whole number >= 1"),
+    ({"workload": {"seed": 3}}, "workload.seed: 3 is not the cell's 0"),
+    ({"workload": {"iterations": 0}}, "workload.iterations: 0"),
+    ({"workload": {"warmup": -1}}, "workload.warmup: -1"),
+    ({"workload": {"colour": "red"}}, r"workload: unknown key\(s\) \['colour'\]"),
+    ({"workload": {"model": "vgg"}}, "workload.model: unknown model 'vgg'"),
 ])
-def test_cell_from_path_rejects_foreign_paths(path, pattern):
-    with pytest.raises(ValueError, match="does not match"):
-        spec.cell_from_path(path, pattern)
+def test_a_bad_cell_description_is_refused_naming_its_key(change, named):
+    good = spec.CellDescription.of("torch", "eager", "mlp512").as_dict()
+    bad = {part: {**good[part], **change.get(part, {})} for part in good}
+    with pytest.raises(ValueError, match=named):
+        spec.CellDescription.from_dict(bad)
+    with pytest.raises(ValueError, match="keys"):
+        spec.CellDescription.from_dict({"cell": good["cell"]})
 
 
 # ------------------------------------------------------------------ models
@@ -109,7 +122,7 @@ def test_parameter_counts_of_the_three_mlps():
     # The study's published counts are the weight matrices alone, without biases.
     for name in spec.MLPS:
         weights = [p for p in spec.MODELS[name].params if p.name.endswith(".weight")]
-        assert sum(p.size for p in weights) == spec.MODELS[name].study_parameters
+        assert sum(p.size for p in weights) == report_spec.MODEL_TEXT[name].study_parameters
 
 
 def test_resnet50_has_torchvisions_parameter_count():
@@ -118,7 +131,8 @@ def test_resnet50_has_torchvisions_parameter_count():
 
 def test_every_model_states_its_source_choices_and_derivative_shapes():
     for name, model in spec.MODELS.items():
-        assert model.source and model.choices and model.label, name
+        words = report_spec.MODEL_TEXT[name]
+        assert words.source and words.choices and words.label, name
         assert model.reference in ("numpy", *spec.FRAMEWORKS), name
         rows = model.n_jacobian_rows
         assert 1 <= rows <= model.n_outputs
@@ -127,12 +141,12 @@ def test_every_model_states_its_source_choices_and_derivative_shapes():
 
 
 def test_every_table_names_known_models_tasks_and_quantities():
-    for table in spec.TABLES:
+    for table in report_spec.TABLES:
         assert set(table.models) <= set(spec.MODELS), table.name
         assert set(table.tasks) <= set(spec.TASKS), table.name
         assert table.quantity in ("forward_s", "backward_s", "step_s")
-    assert len(set(spec.TABLE_NAMES)) == len(spec.TABLES)
-    covered = {(m, t) for table in spec.TABLES for m in table.models for t in table.tasks}
+    assert len(set(report_spec.TABLE_NAMES)) == len(report_spec.TABLES)
+    covered = {(m, t) for table in report_spec.TABLES for m in table.models for t in table.tasks}
     assert {m for m, _ in covered} == set(spec.STUDY_MODELS)
     assert {t for _, t in covered} == set(spec.STUDY_TASKS)
 
@@ -247,17 +261,29 @@ def test_every_model_and_task_is_in_a_table_of_every_framework():
     """Tables of the study's frameworks aside, every cell of a study task of any framework
     has a table; a variant task's cells are judged by a claim against the task they vary
     (tests/test_verdicts.py), not tabled (yet)."""
-    covered = {(m, t) for table in spec.TABLES if table.frameworks is None
+    covered = {(m, t) for table in report_spec.TABLES if table.frameworks is None
                for m in table.models for t in table.tasks}
     assert covered == set(itertools.product(spec.STUDY_MODELS, spec.STUDY_TASKS))
-    assert all(t.layout == "rows" for t in spec.TABLES if t.frameworks is None)
+    assert all(t.layout == "rows" for t in report_spec.TABLES if t.frameworks is None)
 
 
 def test_every_framework_has_its_pins_and_its_backend_module():
     for name, info in spec.FRAMEWORKS.items():
         assert (REPO / "envs" / f"{info.env}.yaml").exists(), name
         assert (REPO / "workflow/scripts/adbench/backends" / f"{info.backend}.py").exists(), name
-        assert info.modes and all(m.label and m.description for m in info.modes.values())
+        assert info.modes
+
+
+def test_the_report_spec_words_every_framework_mode_task_and_model_and_nothing_else():
+    assert report_spec.FRAMEWORK_TEXT.keys() == spec.FRAMEWORKS.keys()
+    for name, info in spec.FRAMEWORKS.items():
+        modes = report_spec.FRAMEWORK_TEXT[name].modes
+        assert modes.keys() == info.modes.keys(), name
+        assert all(m.label and m.description for m in modes.values()), name
+    assert report_spec.TASK_TEXT.keys() == spec.TASKS.keys()
+    assert report_spec.MODEL_TEXT.keys() == spec.MODELS.keys()
+    assert report_spec.LOSS_TEXT.keys() == set(spec.LOSSES)
+    assert report_spec.SEQUENCE_TEXT.keys() == set(spec.SEQUENCE_STRATEGIES)
 
 
 def test_cuda_cells_only_for_frameworks_with_a_cuda_build():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from adbench import claims, spec, variants, verdicts
+from adbench import claims, report_spec, spec, variants, verdicts
 from test_verdicts import frame, processes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,9 +47,9 @@ def test_the_section_gives_each_variant_its_claim_and_comparisons():
         cells_of("backward", "backward_frozen", "backward_retained"), found, comparisons,
         PUBLISHED)
     assert [t["label"] for t in context["tasks"]] == [
-        spec.TASKS[t].label.replace("_", r"\_") for t in ("backward_frozen", "backward_retained")]
+        report_spec.task_label(t).replace("_", r"\_") for t in ("backward_frozen", "backward_retained")]
     assert context["frozen_parts"] == [{
-        "model": spec.MODELS["mlp512"].label,
+        "model": report_spec.model_label("mlp512"),
         "part": ", ".join(spec.MODELS["mlp512"].frozen).replace("_", r"\_")}]
     by_claim = {c["name"]: c for c in context["claims"]}
     frozen = by_claim[PUBLISHED["claims"]["frozen_subgraphs"]["name"]]

@@ -41,7 +41,7 @@ def reference_of(model: str) -> tuple[float, list[np.ndarray]]:
     return reference.reference_derivatives(tiny(model, "backward_varlen"))
 
 
-CELLS = [(model, strategy, mode) for model in SEQUENCE_MODELS for strategy in spec.SEQUENCES
+CELLS = [(model, strategy, mode) for model in SEQUENCE_MODELS for strategy in spec.SEQUENCE_STRATEGIES
          for mode in ("eager", "graph") if (strategy, mode) != ("dynamic", "eager")]
 
 
@@ -112,7 +112,7 @@ def test_graph_mode_retraces_per_new_shape_and_counts_it():
     """tf.function as by default: every new length traces (true), one shape traces once
     (padded), a trace per bucket (bucketed); reduce_retracing (dynamic) traces twice, the
     second time with the time axis generalised, and never again."""
-    results = {s: traces_over_an_epoch(STRATEGY_TASK[s], "graph") for s in spec.SEQUENCES}
+    results = {s: traces_over_an_epoch(STRATEGY_TASK[s], "graph") for s in spec.SEQUENCE_STRATEGIES}
     steps, traces = results["true"]
     assert traces == distinct_so_far(steps) == [1, 2, 3]
     assert results["padded"][1] == [1, 1, 1]

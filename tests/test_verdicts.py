@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adbench import claims, inference, selection, spec, stats, verdicts
+from adbench import claims, inference, report_spec, spec, stats, verdicts
 from adbench.claims import Claim, Comparison, Side
 
 REPLICATES = 400
@@ -159,7 +159,7 @@ def test_hypothesis_0_is_judged_per_framework_and_mode_in_ratio_and_microseconds
     torch, tf = mine.loc[("torch", "eager")], mine.loc[("tensorflow", "graph")]
     assert torch["verdict"] == "contradicted" and tf["verdict"] == "supported"
     assert torch["difference_us"] == pytest.approx(300, rel=0.1)
-    assert torch["n_planned"] == len(claims.table("table6_hypothesis0").models)
+    assert torch["n_planned"] == len(report_spec.table("table6_hypothesis0").models)
     assert torch["n_not_measured"] == torch["n_planned"] - 1
     # every (framework, mode) of the grid is a group, measured or not
     assert len(mine) == len(set(c.group for c in claims.hypothesis_0().comparisons))
@@ -317,7 +317,7 @@ def test_the_memory_grab_claim_sets_the_default_pool_against_the_one_every_cell_
     assert claim.kind == "greater"
     assert {(c.numerator.framework, c.numerator.mode, c.numerator.model)
             for c in claim.comparisons} == {(f, m, model) for f, m in
-                                            selection.pairs(spec.CUDA_MEMORY_POLICY)
+                                            spec.pairs(spec.CUDA_MEMORY_POLICY)
                                             for model in spec.STUDY_MODELS}
     for c in claim.comparisons:
         n, d = c.numerator, c.denominator
@@ -383,7 +383,7 @@ def test_the_cheap_gradient_claim_sets_each_mode_against_its_forward_by_one_rule
             assert (d.task, d.quantity) == ("backward", "forward_s")
         else:
             assert (d.task, d.quantity) == (spec.FORWARD_TASK, "step_s")
-    assert {c.group[:2] for c in claim.comparisons} == set(selection.pairs())
+    assert {c.group[:2] for c in claim.comparisons} == set(spec.pairs())
 
 
 def test_a_whole_step_mode_is_judged_by_its_forward_task():

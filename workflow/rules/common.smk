@@ -4,6 +4,7 @@ import functools
 import hashlib
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ SCRIPTS = ROOT / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 # numpy and yaml only: no framework is imported while planning.
-from adbench import code_inputs, reference, spec  # noqa: E402
+from adbench import code_inputs, reference, report_spec, spec  # noqa: E402
 from adbench import config as run_config  # noqa: E402
 
 
@@ -211,16 +212,16 @@ def framework_command(framework, device):
 
 def cell_arguments(wildcards):
     """run_cell.py's arguments for a cell but its budget and granted threads (resources:
-    changing one re-times nothing). Everything here is a params value: a change re-times the
-    cell, and so does a kill (--times-killed). One function for all of it: Snakemake calls
-    each of a rule's functions for each of thousands of jobs."""
+    changing one re-times nothing): the cell's description whole (spec.CellDescription, its
+    workload from the config) and where its files go. Everything here is a params value: a
+    change re-times the cell, and so does a kill (--times-killed). One function for all of
+    it: Snakemake calls each of a rule's functions for each of thousands of jobs."""
     w = dict(wildcards.items())
+    description = RUN.description(w)
     return (
         f"--killed-log {KILLED_LOG.format(**w)} --times-killed {times_killed(w)} "
         f"{framework_command(w['framework'], w['device'])} "
-        f"--framework {w['framework']} --mode {w['mode']} --model {w['model']} "
-        f"--task {w['task']} --device {w['device']} --threads {w['threads']} "
-        f"--seed {w['seed']} {workload_args(w['model'], w['task'])} "
+        f"--cell {shlex.quote(description.to_json())} "
         f"--cache-dir {tree('cache')} --out {tree(spec.RAW_PATTERN).format(**w)} "
         f"--gradients {tree(spec.GRADIENT_PATTERN).format(**w)}"
     )
@@ -259,12 +260,6 @@ def times_killed(cell):
         return sum(1 for _ in f)
 
 
-@functools.cache
-def workload_args(model, task):
-    w = WORKLOADS.sizes(model, task)
-    return f"--warmup {w['warmup']} --iterations {w['iterations']} {data_args(model, task)}"
-
-
 def reference_files():
     return sorted({tree(cell.reference_path) for cell in CELLS})
 
@@ -286,7 +281,7 @@ def tolerance_args():
     return f"--tolerance {check['tolerance']} {per_model}"
 
 
-TABLE_FILES = [tree(f"tables/{t}.{ext}") for t in spec.TABLE_NAMES for ext in ("csv", "md", "tex")]
+TABLE_FILES = [tree(f"tables/{t}.{ext}") for t in report_spec.TABLE_NAMES for ext in ("csv", "md", "tex")]
 MEMORY_FILE = tree("tables/memory.csv")  # make_tables.MEMORY_FILE
 VARLEN_FILE = tree("tables/varlen.csv")  # make_tables.VARLEN_FILE
 FIGURE_FILES = {
@@ -327,7 +322,7 @@ def reported(path, caption, category, **labels):
 def reported_tables():
     """TABLE_FILES, each table's CSV and Markdown in the report, under the study's table it
     reproduces."""
-    by_name = {t.name: t for t in spec.TABLES}
+    by_name = {t.name: t for t in report_spec.TABLES}
 
     def item(path):
         name, ext = os.path.splitext(os.path.basename(path))
@@ -338,7 +333,7 @@ def reported_tables():
             path,
             caption="../../report/captions/table.rst",
             category="Tables",
-            subcategory=f"{spec.cited(table.study_table)}: {table.title}",
+            subcategory=f"{report_spec.cited(table.study_table)}: {table.title}",
             labels={"table": table.name, "format": "CSV" if ext == ".csv" else "Markdown"},
         )
 

@@ -83,10 +83,10 @@ rule reference:
         timing_lock=1,
         runtime=lambda wc, attempt: RUN.walltimes.reference_runtime_min(wc, attempt),
         mem_mb=lambda wc, attempt: attempt
-        * WORKLOADS.mem_mb(wc.model, reference.REFERENCE_TASK[wc.derivative]),
+        * WORKLOADS.mem_mb(wc.model, spec.REFERENCE_TASK[wc.derivative]),
     params:
         python=lambda wc: env_python(reference_env(wc)),
-        data=lambda wc: data_args(wc.model, reference.REFERENCE_TASK[wc.derivative]),
+        data=lambda wc: data_args(wc.model, spec.REFERENCE_TASK[wc.derivative]),
     shell:
         "{params.python} {input.code[0]} --model {wildcards.model} "
         "--derivative {wildcards.derivative} --seed {wildcards.seed} "

@@ -25,19 +25,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from adbench import provenance, schema, spec, stats  # noqa: E402
 
 
-def log_of(raw_path: str) -> str:
-    """The cell's timing-job log, in the raw file's results tree."""
-    cell = spec.cell_from_path(raw_path)
+def log_of(raw_path: str, cell: spec.Cell) -> str:
+    """The cell's timing-job log, in the raw file's results tree (the cell is the file's
+    own description; its path only says where the tree is)."""
+    if not raw_path.endswith(cell.raw_path):
+        return ""  # a raw file moved out of a results tree: no log beside it
     return raw_path[: len(raw_path) - len(cell.raw_path)] + cell.log_path
 
 
 def cell_record(path: str) -> dict:
     info = schema.read_provenance(path)
+    cell = spec.Cell(**info["cell"])
     return {
         **info["cell"],
         "status": info["status"],
         "message": info["message"],
-        "log": log_of(path),
+        "log": log_of(path, cell),
         "versions": json.dumps(info.get("versions", {}), sort_keys=True),
         # Implementation choices that move the numbers, and what the framework reported.
         "choices": json.dumps(info.get("choices", {}), sort_keys=True),

@@ -20,26 +20,34 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 import sys
 
 import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import reference, spec  # noqa: E402
+from adbench import derivatives, reference, spec  # noqa: E402
 
 GROUP = ["model", "derivative", "device", "threads", "seed"]
 
 
 def reference_key(path: str) -> tuple[str, str, int]:
-    pattern = re.escape(spec.REFERENCE_PATTERN).replace(r"\{model\}", "(?P<model>[^/]+)")
-    pattern = pattern.replace(r"\{derivative\}", "(?P<derivative>[^/]+)")
-    pattern = pattern.replace(r"\{seed\}", r"(?P<seed>\d+)")
-    match = re.search("(?:^|/)" + pattern + "$", path)
-    if not match:
-        raise ValueError(f"{path}: does not match the layout {spec.REFERENCE_PATTERN}")
-    return match["model"], match["derivative"], int(match["seed"])
+    """The (model, derivative, seed) a reference file is of, as it says (never its path)."""
+    about = derivatives.read_about(path)
+    if not {"model", "derivative", "seed"} <= set(about):
+        raise ValueError(f"{path}: a reference file that does not say what it is of (written "
+                         "before make_reference.py recorded it: delete it to remake it)")
+    return about["model"], about["derivative"], int(about["seed"])
+
+
+def cell_of(path: str) -> spec.Cell:
+    """The cell a derivative file is of, from its description (never its path)."""
+    about = derivatives.read_about(path)
+    try:
+        return spec.CellDescription.from_dict(about).cell
+    except ValueError as exc:
+        raise ValueError(f"{path}: no cell description in the file ({exc}): a file written "
+                         "before measure.py recorded it, delete it to re-time the cell") from None
 
 
 def parse_tolerances(default: float, overrides: list[str]) -> dict:
@@ -101,13 +109,13 @@ def main(argv=None) -> int:
 
     references, kink_margins = {}, {}
     for path in args.references:
-        _, _, arrays = reference.read_derivatives(path)
+        _, _, arrays = derivatives.read_derivatives(path)
         references[reference_key(path)] = arrays
-        kink_margins[reference_key(path)] = reference.read_kink_margin(path)
+        kink_margins[reference_key(path)] = derivatives.read_kink_margin(path)
     records = []
     for path in args.cells:
-        status, _, arrays = reference.read_derivatives(path)
-        cell = spec.cell_from_path(path, spec.GRADIENT_PATTERN)
+        status, _, arrays = derivatives.read_derivatives(path)
+        cell = cell_of(path)
         records.append({**dataclasses.asdict(cell), "status": status, "arrays": arrays,
                         "derivative": spec.TASKS[cell.task].derivative})
     out = compare(pd.DataFrame(records), references, tolerances, kink_margins)

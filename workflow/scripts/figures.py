@@ -12,7 +12,7 @@ the memory per cell.
 
 First iterations: one panel per (framework, mode) of the spec present, compiled modes first
 (their first calls trace and optimise); one line per (model, task), first seed, log scale,
-warm-up shaded.  Which models and tasks: those of the first table of spec.TABLES that has
+warm-up shaded.  Which models and tasks: those of the first table of report_spec.TABLES that has
 data (the study's MLP backward passes when present), so the panels stay legible however large
 the grid; everything present when no table matches.
 
@@ -20,7 +20,7 @@ Jacobians: one panel per model with output-Jacobian cells: per task and (framewo
 point at the mean step time with its bootstrap interval (--bootstrap), log scale, n/a where a
 cell did not complete.
 
-Frameworks: for the first table of spec.TABLES with a time-to-first-step column (every
+Frameworks: for the first table of report_spec.TABLES with a time-to-first-step column (every
 framework and mode on the MLPs and the RNN cell), one panel per model: per (framework, mode)
 a point at its mean step with its interval and a tick at its time to first step, log scale.
 
@@ -60,7 +60,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import formatting as fmt  # noqa: E402
 from adbench import inference, selection, stats, tables  # noqa: E402
-from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, cited  # noqa: E402
+from adbench.report_spec import TABLES, cited, model_label, task_label  # noqa: E402
+from adbench.spec import FRAMEWORKS, MODELS, TASKS  # noqa: E402
 
 MS = fmt.unit_scale("ms")  # the figures draw milliseconds
 NO_INTERVALS = stats.Replicates({})
@@ -157,7 +158,7 @@ def processes_text(cells: pd.DataFrame | None) -> str:
 
 def task_tick(task: str) -> str:
     """A task's label wrapped to fit beside its neighbours under a narrow panel."""
-    return textwrap.fill(TASKS[task].label, 12)
+    return textwrap.fill(task_label(task), 12)
 
 
 # ----------------------------------------------------------------------------- selection rules
@@ -182,8 +183,8 @@ def lines_of(cell: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def line_label(model: str, task: str, several_tasks: bool) -> str:
-    label = MODELS[model].label if model in MODELS else model
-    return f"{label}, {TASKS[task].label}" if several_tasks and task in TASKS else label
+    label = model_label(model) if model in MODELS else model
+    return f"{label}, {task_label(task)}" if several_tasks and task in TASKS else label
 
 
 # ----------------------------------------------------------------------------- first iterations
@@ -341,7 +342,7 @@ def jacobian_panel(
     ax.set_xticklabels([task_tick(t) for t in tasks], fontsize=7)
     ax.set_xlim(-0.5, len(tasks) - 0.5)
     ax.set_yscale("log")
-    ax.set_title(MODELS[model].label, fontsize=9)
+    ax.set_title(model_label(model), fontsize=9)
     ax.set_ylabel("step (ms)", fontsize=8)
     return [task_tick(t) for t in tasks]
 
@@ -485,7 +486,7 @@ def frameworks_panel(ax, model: str, steps, mine, pairs, found, confidence) -> N
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("ms", fontsize=8)
-    ax.set_title(MODELS[model].label, fontsize=9)
+    ax.set_title(model_label(model), fontsize=9)
 
 
 # ----------------------------------------------------------------------------- the study's MLPs
@@ -570,7 +571,7 @@ def study_panel(ax, table, mine, steps, study, colours, found, confidence) -> No
                     x + width / 6, theirs.iloc[0], "D", mfc="none", color="k", ms=5, label=STUDY
                 )
     ax.set_xticks(range(len(models)))
-    ax.set_xticklabels([textwrap.fill(MODELS[m].label, 10) for m in models], fontsize=7)
+    ax.set_xticklabels([textwrap.fill(model_label(m), 10) for m in models], fontsize=7)
     ax.set_xlim(-0.5, len(models) - 0.5)
     ax.set_yscale("log")
     ax.set_title(textwrap.fill(f"{spec_cited(table)}: {table.title}", 40), fontsize=8)
@@ -674,8 +675,8 @@ def plot_hypothesis0(
     ax.plot([low, high], [low, high], color="0.5", lw=1, ls="--", label=EQUALITY)
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
-    ax.set_xlabel(f"{TASKS[first].label}: mean step (ms)", fontsize=8)
-    ax.set_ylabel(f"{TASKS[second].label}: mean step (ms)", fontsize=8)
+    ax.set_xlabel(f"{task_label(first)}: mean step (ms)", fontsize=8)
+    ax.set_ylabel(f"{task_label(second)}: mean step (ms)", fontsize=8)
     figure_legend(fig, [ax])
     device, threads = condition
     shown = cells[(cells["device"] == device) & (cells["threads"] == threads)]
@@ -701,7 +702,7 @@ def name_models(ax, by_model: dict) -> None:
     for model, points in by_model.items():
         xs, ys = zip(*points)
         ax.annotate(
-            MODELS[model].label if model in MODELS else model,
+            model_label(model) if model in MODELS else model,
             (max(xs), min(ys)),
             xytext=(4, -8),
             textcoords="offset points",
@@ -787,7 +788,7 @@ def memory_panel(ax, model: str, memory: pd.DataFrame, grid: pd.DataFrame, pairs
     ax.set_ylim(len(pairs) - 0.5, -0.5)
     ax.set_xscale("log")
     ax.set_xlabel("MiB", fontsize=8)
-    ax.set_title(MODELS[model].label, fontsize=9)
+    ax.set_title(model_label(model), fontsize=9)
 
 
 def memory_points(ax, row, at: float, colour: str, task: str) -> None:
@@ -797,7 +798,7 @@ def memory_points(ax, row, at: float, colour: str, task: str) -> None:
         value = row[column] * MB if pd.notna(row[column]) else None
         if value is None:
             continue
-        label = f"{TASKS[task].label}: {what}"
+        label = f"{task_label(task)}: {what}"
         if value <= 0:
             ax.text(
                 0.01,

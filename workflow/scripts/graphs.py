@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
 
 from adbench import backends, graphs, spec  # noqa: E402
+from adbench.report_spec import framework_label, model_label  # noqa: E402
 
 WALK_TIMEOUT_S = 600
 
@@ -95,7 +96,7 @@ def walk(framework: str, out: Path, models: list[str]) -> None:
             continue
         found["models"][model] = graphs.walk_record(graph)
         if model == graphs.FIGURE_MODEL:
-            title = f"{spec.MODELS[model].label} MLP, {spec.FRAMEWORKS[framework].label}"
+            title = f"{model_label(model)} MLP, {framework_label(framework)}"
             found["dot"][model] = graphs.to_dot(graph, title)
         log(f"{framework} {model}: {graph.n_nodes} nodes "
             f"({time.perf_counter() - start:.2f} s)")
@@ -148,7 +149,7 @@ def _draw_figure(dot: str, found: dict, framework: str, out_dir: Path) -> None:
     if text is None:
         why = (found.get("models", {}).get(graphs.FIGURE_MODEL, {}).get("reason")
                or found.get("reason") or "not walked")
-        text = graphs.to_dot(graphs.Graph(), f"{spec.FRAMEWORKS[framework].label}: n/a, {why}")
+        text = graphs.to_dot(graphs.Graph(), f"{framework_label(framework)}: n/a, {why}")
     source = out_dir / f"{graphs.figure_name(framework)}.dot"
     source.write_text(text)
     for suffix in (".pdf", ".png"):

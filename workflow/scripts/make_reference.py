@@ -19,9 +19,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import reference, spec  # noqa: E402
+from adbench import derivatives, reference, spec  # noqa: E402
 
-TASK_OF = reference.REFERENCE_TASK  # derivative kind -> the task that computes it
+TASK_OF = spec.REFERENCE_TASK  # derivative kind -> the task that computes it
 
 
 def main(argv=None) -> int:
@@ -40,8 +40,9 @@ def main(argv=None) -> int:
     print(f"make_reference: float64 {args.derivative} of {args.model}, seed {args.seed}, "
         f"by {workload.spec.reference}", file=sys.stderr)
     loss, arrays = reference.reference_derivatives(workload)
-    reference.write_derivatives(args.out, "ok", loss, arrays,
-                                kink=reference.kink_margin(workload))
+    about = {"model": args.model, "derivative": args.derivative, "seed": args.seed}
+    derivatives.write_derivatives(args.out, "ok", loss, arrays,
+                                  kink=reference.kink_margin(workload), about=about)
     print(f"make_reference: wrote {args.out}", file=sys.stderr)
     return 0
 

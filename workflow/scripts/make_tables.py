@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Write every table of spec.TABLES (CSV, Markdown, LaTeX) from aggregated statistics.
+"""Write every table of report_spec.TABLES (CSV, Markdown, LaTeX) from aggregated statistics.
 
     python workflow/scripts/make_tables.py --summary results/aggregate/summary.parquet \
         --cells results/aggregate/cells.parquet \
@@ -20,7 +20,7 @@ import pandas as pd
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import tables, varlen  # noqa: E402
-from adbench.spec import TABLES  # noqa: E402
+from adbench.report_spec import TABLES  # noqa: E402
 
 
 MEMORY_FILE = "memory.csv"

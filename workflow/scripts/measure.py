@@ -4,9 +4,14 @@
 Standalone (no snakemake object): Snakemake calls it with the interpreter of the cell's
 framework environment, so only that framework is ever imported here.
 
-    python workflow/scripts/measure.py --framework torch --mode eager --model mlp512 \
-        --task backward --device cpu --threads 1 --seed 0 --warmup 5 --iterations 100 \
+    python workflow/scripts/measure.py --cell '{"cell": {"framework": "torch", "mode":
+        "eager", "model": "mlp512", "task": "backward", "device": "cpu", "threads": 1,
+        "seed": 0}, "workload": {"model": "mlp512", "task": "backward", "seed": 0,
+        "warmup": 5, "iterations": 100}}' \
         --out results/raw/....parquet --gradients results/gradients/....npz
+
+The cell arrives whole, as its description (spec.CellDescription: the workload keys it
+leaves out take the model's defaults), and is written whole into both files.
 
 A failed or unsupported cell still writes both files, with its status and message, and
 exits 0: the report then says "n/a" and why, instead of losing the cell.  `unsupported` is
@@ -30,7 +35,7 @@ import traceback  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import provenance, reference, schema, spec, timing  # noqa: E402
+from adbench import derivatives, provenance, schema, spec, timing  # noqa: E402
 from adbench.backends import (  # noqa: E402
     DeviceNotVisible,
     UnsupportedCell,
@@ -41,21 +46,13 @@ from adbench.backends import (  # noqa: E402
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--framework", required=True, choices=sorted(spec.FRAMEWORKS))
-    p.add_argument("--mode", required=True)
-    p.add_argument("--model", required=True, choices=sorted(spec.MODELS))
-    p.add_argument("--task", required=True, choices=sorted(spec.TASKS))
-    p.add_argument("--device", required=True, choices=spec.DEVICES)
-    p.add_argument("--threads", required=True, type=int)
+    p.add_argument("--cell", required=True, metavar="JSON",
+                   help="the cell's description, whole (spec.CellDescription): "
+                   '{"cell": {framework, mode, model, task, device, threads, seed}, '
+                   '"workload": {model, task, seed, warmup, iterations, n_samples, '
+                   'batch_size, jacobian_rows}}, as a raw file\'s metadata holds it')
     p.add_argument("--granted-threads", type=int, help="the cores Snakemake gave the job; a "
                    "cell is not run with fewer cores than threads")
-    p.add_argument("--seed", required=True, type=int)
-    p.add_argument("--warmup", type=int, default=spec.Workload.warmup)
-    p.add_argument("--iterations", type=int, default=spec.Workload.iterations)
-    p.add_argument("--batch-size", type=int, help="default: the model's (spec.MODELS)")
-    p.add_argument("--n-samples", type=int, help="default: the model's")
-    p.add_argument("--jacobian-rows", type=int, help="output rows of a Jacobian task "
-                   "(default: the model's)")
     p.add_argument("--budget-s", type=float, help="the cell's time budget, from process "
                    "start: no iteration starts once it is nearly spent (status timeout, the "
                    "iterations done are kept); run_cell.py kills the process at the budget")
@@ -65,13 +62,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gradients", required=True, help=".npz file for the correctness check: "
                    "loss and gradients, or the Jacobian, at the first batch")
     args = p.parse_args(argv)
-    if args.mode not in spec.FRAMEWORKS[args.framework].modes:
-        p.error(spec.invalid_pairs({args.framework: [args.mode]})[0])
-    sizes = (args.threads, args.iterations, args.batch_size, args.n_samples, args.jacobian_rows)
-    if (min(s for s in sizes if s is not None) < 1 or args.warmup < 0
-            or (args.budget_s is not None and args.budget_s <= 0)):
-        p.error("threads, iterations, batch size, samples and Jacobian rows must be >= 1; "
-                "warm-up >= 0; a budget > 0")
+    try:
+        args.description = spec.CellDescription.from_json(args.cell)
+    except (ValueError, TypeError) as exc:  # json's errors are ValueErrors
+        p.error(f"--cell: {exc}")
+    if args.budget_s is not None and args.budget_s <= 0:
+        p.error("--budget-s: a budget > 0")
     return args
 
 
@@ -174,33 +170,17 @@ def cuda_found(backend, device: str, exc: BaseException | None, info: dict) -> d
         return None
 
 
-def cell_of(args: argparse.Namespace) -> spec.Cell:
-    return spec.Cell(args.framework, args.mode, args.model, args.task, args.device,
-                     args.threads, args.seed)
-
-
-def workload_of(args: argparse.Namespace) -> spec.Workload:
-    return spec.Workload(model=args.model, seed=args.seed, task=args.task,
-                         n_samples=args.n_samples, batch_size=args.batch_size,
-                         warmup=args.warmup, iterations=args.iterations,
-                         jacobian_rows=args.jacobian_rows)
-
-
 def starting_info(args: argparse.Namespace) -> dict:
-    """The provenance known before anything runs (the record run_cell.py writes too)."""
-    cell, workload = cell_of(args), workload_of(args)
-    mode_info = spec.FRAMEWORKS[args.framework].modes[args.mode]
+    """The provenance known before anything runs (the record run_cell.py writes too); its
+    "cell" and "workload" are the cell's description, whole (spec.CellDescription)."""
+    description = args.description
+    cell, workload = description.cell, description.workload
     return {
         "schema_version": None,
-        "cell": dataclasses.asdict(cell),
-        "workload": dataclasses.asdict(workload),
+        **description.as_dict(),
         "budget_s": args.budget_s,
-        "config_hash": provenance.config_hash(
-            {"cell": dataclasses.asdict(cell), "workload": dataclasses.asdict(workload)}),
-        "mode_description": mode_info.description,
-        "task_description": spec.TASKS[args.task].description,
-        "timed_quantities": list(spec.timed_quantities(args.framework, args.mode, args.task)),
-        "model_choices": workload.spec.choices,
+        "config_hash": provenance.config_hash(description.as_dict()),
+        "timed_quantities": list(spec.timed_quantities(cell.framework, cell.mode, cell.task)),
         "n_parameters": workload.spec.n_parameters,
         "derivative_shape": list(workload.spec.jacobian_shape(workload.jacobian_rows))
         if workload.per_example else None,
@@ -228,45 +208,46 @@ def write_cell(args: argparse.Namespace, info: dict, status: str, message: str,
     """Both files of a cell, whatever its status: the report says n/a and why."""
     info.update(
         schema_version=schema.SCHEMA_VERSION, status=status, message=message,
-        ended_at=provenance.now_iso(), threads=args.threads,
+        ended_at=provenance.now_iso(), threads=args.description.cell.threads,
         frameworks_loaded=provenance.frameworks_loaded(spec.FRAMEWORKS),
         **provenance.machine(),
     )
-    reference.write_derivatives(args.gradients, status, loss, list(grads))
-    schema.write_raw(args.out, dataclasses.asdict(cell_of(args)), rows, info)
+    derivatives.write_derivatives(args.gradients, status, loss, list(grads),
+                                  about=args.description.as_dict())
+    schema.write_raw(args.out, dataclasses.asdict(args.description.cell), rows, info)
     log(f"wrote {args.out} (status {status})")
 
 
 def measure(args: argparse.Namespace) -> int:
-    cell, workload = cell_of(args), workload_of(args)
+    cell, workload = args.description.cell, args.description.workload
     info = starting_info(args)
-    provenance.pin_threads_env(args.threads)
+    provenance.pin_threads_env(cell.threads)
     os.environ["ADBENCH_CACHE_DIR"] = os.path.abspath(args.cache_dir)
     rows, status, message = [], "ok", ""
     loss, grads = None, []
     phases = {}
     backend, prepared, error = None, None, None
     try:
-        check_device_path(args.framework, args.device)
-        check_task(args.framework, args.task, args.device)
+        check_device_path(cell.framework, cell.device)
+        check_task(cell.framework, cell.task, cell.device)
         check_sequence_model(workload)  # before the framework's import
-        if args.granted_threads is not None and args.granted_threads < args.threads:
+        if args.granted_threads is not None and args.granted_threads < cell.threads:
             raise RuntimeError(f"the job was given {args.granted_threads} core(s) for "
-                               f"{args.threads} threads (raise --cores): its numbers would "
+                               f"{cell.threads} threads (raise --cores): its numbers would "
                                "carry a wrong label")
         t = time.perf_counter()
-        backend = load(args.framework)
-        info["threads_reported"] = backend.configure_threads(args.threads)
-        check_threads(info["threads_reported"], args.threads)
+        backend = load(cell.framework)
+        info["threads_reported"] = backend.configure_threads(cell.threads)
+        check_threads(info["threads_reported"], cell.threads)
         phases["import_s"] = time.perf_counter() - t
         info["versions"] = backend.versions()
         log(f"{cell} with {info['versions']}")
 
         t = time.perf_counter()
-        prepared = backend.prepare(workload, args.mode, args.device)
+        prepared = backend.prepare(workload, cell.mode, cell.device)
         phases["prepare_s"] = time.perf_counter() - t
-        info["device_name"] = backend.device_name(args.device)
-        info["gpu"] = provenance.gpu(args.device, cuda_probe(backend, "gpu_info", args.device))
+        info["device_name"] = backend.device_name(cell.device)
+        info["gpu"] = provenance.gpu(cell.device, cuda_probe(backend, "gpu_info", cell.device))
         phases["compile_s"] = prepared.compile_s
 
         # Peaks reset outside the clock, at the first measured iteration: warm-up and
@@ -275,30 +256,30 @@ def measure(args: argparse.Namespace) -> int:
 
         def at_measured():
             memory.start()
-            cuda_probe(backend, "reset_peak_memory", args.device)
+            cuda_probe(backend, "reset_peak_memory", cell.device)
 
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
-        rows = timing.time_iterations(prepared, args.warmup, args.iterations, progress=log,
+        rows = timing.time_iterations(prepared, workload.warmup, workload.iterations, progress=log,
                                       deadline=loop_deadline(args.budget_s),
                                       at_measured=at_measured, traces=prepared.traces)
         rows = with_sequence_lengths(rows, workload)
         phases["timed_loop_s"] = time.perf_counter() - t
         info.update(memory.stop())  # the last step has returned: what it still holds
         info["device_after_step_bytes"] = cuda_probe(backend, "device_memory_in_use",
-                                                     args.device)
-        info["peak_device_memory_bytes"] = cuda_probe(backend, "peak_memory", args.device)
+                                                     cell.device)
+        info["peak_device_memory_bytes"] = cuda_probe(backend, "peak_memory", cell.device)
         info["peak_device_reserved_bytes"] = cuda_probe(backend, "peak_reserved_memory",
-                                                        args.device)
-        if args.device == "cuda":  # what the process holds on its GPU, pool and context
+                                                        cell.device)
+        if cell.device == "cuda":  # what the process holds on its GPU, pool and context
             info["device_process_bytes"] = provenance.gpu_process_memory(os.getpid())
         # Cores the loop kept busy: checks that the thread setting took effect (a framework
         # that ignores it shows more CPU-seconds per second than threads).
         info["cpu_utilisation"] = (provenance.cpu_seconds() - cpu) / phases["timed_loop_s"]
         log(f"{len(rows)} iterations in {phases['timed_loop_s']:.2f} s")
-        if len(rows) < args.warmup + args.iterations:
+        if len(rows) < workload.warmup + workload.iterations:
             raise TimeBudgetSpent(
                 f"time budget of {args.budget_s:g} s (workload.budget_s) spent after "
-                f"{len(rows)} of {args.warmup + args.iterations} iterations (warm-up "
+                f"{len(rows)} of {workload.warmup + workload.iterations} iterations (warm-up "
                 "included); the iterations done are in the raw file")
 
         # After the timed loop, so the first timed iterations really are the first calls.
@@ -307,8 +288,8 @@ def measure(args: argparse.Namespace) -> int:
         phases["gradients_s"] = time.perf_counter() - t
     except Exception as exc:  # recorded in the file: the report says n/a and why
         error = exc
-        info["cuda"] = cuda_found(backend, args.device, exc, info)
-        status, message, info["retime"] = classify(exc, args.device, info["cuda"])
+        info["cuda"] = cuda_found(backend, cell.device, exc, info)
+        status, message, info["retime"] = classify(exc, cell.device, info["cuda"])
         log(f"{status}: {message}")
         if status == "failed":
             traceback.print_exc()
@@ -316,7 +297,7 @@ def measure(args: argparse.Namespace) -> int:
             rows = []
         grads = []
     if error is None:
-        info["cuda"] = cuda_found(backend, args.device, None, info)
+        info["cuda"] = cuda_found(backend, cell.device, None, info)
 
     if prepared is not None:  # what prepare chose and what the loop added (Prepared.choices)
         info["choices"] = dict(prepared.choices)

@@ -29,7 +29,7 @@ from adbench import findings, hypotheses, paper_context, paper_tables, report_st
 from adbench import graphs, scaling, variants, varlen  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
 from adbench.formatting import latex  # noqa: E402
-from adbench.spec import TABLES, TableInfo  # noqa: E402
+from adbench.report_spec import TABLES, TableInfo  # noqa: E402
 
 LATEX_TOOLS = ("latexmk", "pdflatex", "bibtex")
 INSTALL_HINT = (
@@ -336,7 +336,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--tables",
         required=True,
-        help="folder with <table>.csv for every table of spec.TABLES (a missing one reads as "
+        help="folder with <table>.csv for each report_spec.TABLES entry (a missing one reads as "
         "not measured)",
     )
     p.add_argument("--figure", required=True, help="first_iterations.pdf")

@@ -3,7 +3,7 @@
 cell is never lost: what the child cannot record itself is recorded here.
 
     python run_cell.py --budget-s 3600 --killed-log results/killed/....log -- \
-        python measure.py --framework torch ... --out RAW --gradients NPZ
+        python measure.py --cell '{"cell": ..., "workload": ...}' --out RAW --gradients NPZ
 
 - measure.py stops its own timed loop before the budget runs out (status timeout, the
   iterations done kept).  A child still running at the budget (a compile that never ends, a

@@ -21,7 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import config as run_config  # noqa: E402
 from adbench import formatting as fmt  # noqa: E402
-from adbench import spec  # noqa: E402
+from adbench import report_spec, spec  # noqa: E402
+from adbench.report_spec import framework_label  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "docs" / "spec.md"
@@ -47,12 +48,12 @@ def code(value: object) -> str:
 def frameworks_section() -> str:
     rows = [
         [
-            f"{code(name)} ({info.label})",
+            f"{code(name)} ({framework_label(name)})",
             code(mode),
-            m.label,
+            report_spec.mode_label(name, mode),
             "yes" if m.compiled else "no",
             "whole step" if m.whole_step else "forward, backward, step",
-            m.description,
+            report_spec.mode_description(name, mode),
         ]
         for name, info in spec.FRAMEWORKS.items()
         for mode, m in info.modes.items()
@@ -88,7 +89,7 @@ def frameworks_section() -> str:
 
 def tasks_section() -> str:
     whole_step = [
-        f"{spec.FRAMEWORKS[f].label} {code(m)}"
+        f"{framework_label(f)} {code(m)}"
         for f, info in spec.FRAMEWORKS.items()
         for m, mode in info.modes.items()
         if mode.whole_step
@@ -99,7 +100,8 @@ def tasks_section() -> str:
             recorded = "`forward_s`, `backward_s`, `step_s`; `step_s` alone in whole-step modes"
         else:
             recorded = "`step_s`"
-        rows.append([code(name), task.label, task.description, task.derivative, recorded])
+        words = report_spec.TASK_TEXT[name]
+        rows.append([code(name), words.label, words.description, task.derivative, recorded])
     return "\n\n".join(
         [
             "## Tasks: what one iteration times",
@@ -117,10 +119,10 @@ def models_section() -> str:
     rows = [
         [
             code(name),
-            m.label,
-            m.choices,
-            m.source,
-            spec.LOSSES[m.loss],
+            report_spec.MODEL_TEXT[name].label,
+            report_spec.MODEL_TEXT[name].choices,
+            report_spec.MODEL_TEXT[name].source,
+            report_spec.LOSS_TEXT[m.loss],
             f"{m.n_parameters:,}",
             fmt.shape_text(m.jacobian_shape()),
             m.batch_size,
@@ -145,7 +147,7 @@ def models_section() -> str:
     ]
     study = [
         f"{code(name)} {m.study_parameters:,}"
-        for name, m in spec.MODELS.items()
+        for name, m in report_spec.MODEL_TEXT.items()
         if m.study_parameters
     ]
     return "\n\n".join(
@@ -173,12 +175,12 @@ def tables_section() -> str:
             f"{code(t.quantity)} ({t.unit})",
             ", ".join(map(code, t.frameworks)) if t.frameworks else "every framework measured",
         ]
-        for t in spec.TABLES
+        for t in report_spec.TABLES
     ]
     return "\n\n".join(
         [
             "## Tables",
-            "`spec.TABLES`: each is written to `<results tree>/tables/<name>.{csv,md,tex}` "
+            "`report_spec.TABLES`: each is written to `<results tree>/tables/<name>.{csv,md,tex}` "
             "and printed in the paper, beside the study's numbers where it published some "
             "(`report/published/`).",
             table(

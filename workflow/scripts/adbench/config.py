@@ -20,7 +20,6 @@ from typing import Callable
 import yaml
 
 from adbench import spec
-from adbench.reference import REFERENCE_TASK
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -208,6 +207,13 @@ class Workloads:
         """The budget in minutes, with a minute to spare for run_cell.py to write the record
         of a killed cell: the most a timing job ever asks a cluster for (Walltimes)."""
         return math.ceil(self.budget_s(model, task) / 60) + 1
+
+    def description(self, cell: spec.Cell) -> spec.CellDescription:
+        """A cell with its workload (this config's sizes and iterations): what its timing job
+        is handed, whole."""
+        workload = spec.Workload(model=cell.model, seed=cell.seed, task=cell.task,
+                                 **self.sizes(cell.model, cell.task))
+        return spec.CellDescription(cell, workload)
 
 
 def budget_resource(budget_s: float) -> int | str:
@@ -493,8 +499,8 @@ class Walltimes:
 
     def reference(self, model: str, derivative: str) -> Walltime:
         """A reference job's walltime: the model's estimate with the margin, at most
-        REFERENCE_RUNTIME_MIN. Its data sizes are its cells' (REFERENCE_TASK)."""
-        seconds = modelled_reference_s(self.workloads, model, REFERENCE_TASK[derivative])
+        REFERENCE_RUNTIME_MIN. Its data sizes are its cells' (spec.REFERENCE_TASK)."""
+        seconds = modelled_reference_s(self.workloads, model, spec.REFERENCE_TASK[derivative])
         return Walltime(min(self.with_margin(seconds), REFERENCE_RUNTIME_MIN), seconds, "model")
 
     def reference_runtime_min(self, wildcards, attempt: int = 1) -> int:
@@ -572,6 +578,13 @@ class Run:
     def env_for(self, framework: str, device: str) -> str:
         """The environment a framework's cells on `device` run in (cell_env)."""
         return cell_env(self.config.get("cuda_builds", {}), framework, device)
+
+    def description(self, wildcards: dict) -> spec.CellDescription:
+        """The description of the cell a timing job's wildcards name (Workloads.description)."""
+        w = wildcards
+        cell = spec.Cell(w["framework"], w["mode"], w["model"], w["task"], w["device"],
+                         int(w["threads"]), int(w["seed"]))
+        return self.workloads.description(cell)
 
 
 def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles: list,

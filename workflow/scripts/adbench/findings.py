@@ -17,17 +17,9 @@ from adbench import report_stats, stats
 from adbench import tables as tbl
 from adbench.formatting import latex
 from adbench.paper_tables import pair_label
+from adbench.report_spec import TABLES, TableInfo, cited, model_label, task_label
 from adbench.selection import first_block, table_modes
-from adbench.spec import (
-    FRAMEWORKS,
-    MODELS,
-    TABLES,
-    TASKS,
-    TableInfo,
-    cited,
-    eager_mode_of,
-    timed_quantities,
-)
+from adbench.spec import FRAMEWORKS, MODELS, TASKS, eager_mode_of, timed_quantities
 
 
 def ok_rows(tidy: pd.DataFrame) -> pd.DataFrame:
@@ -196,7 +188,7 @@ def study_example(data: dict) -> dict | None:
         "ratio": fmt.number(eager / compiled, 3),
         "printed": latex(r["improvement"]),
         "column": pair_label(r["framework"], r["mode"]),
-        "model": latex(MODELS[r["model"]].label),
+        "model": latex(model_label(r["model"])),
         "n_printed": len(pairs),
         "n_reproduced": sum(
             reproduces(float(b["mean"]) / float(c["mean"]), c["improvement"]) for c, b in pairs
@@ -280,7 +272,7 @@ def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
         slow, fast = max(study, key=lambda s: s["s"]), min(study, key=lambda s: s["s"])
         out.append(
             {
-                "model": latex(spec.label),
+                "model": latex(model_label(model)),
                 "table": table.name,
                 "study_table": latex(cited(table.study_table)),
                 "slowest": {**slow, "s": slow["text"]},
@@ -322,7 +314,7 @@ def our_times(ours: pd.DataFrame, table: TableInfo) -> list[dict]:
     """Our completed cells of a model (first block) in seconds, labelled by mode and task."""
     return [
         {
-            "label": latex(f"{tbl.column_label(r.framework, r.mode)}, {TASKS[r.task].label}"),
+            "label": latex(f"{tbl.column_label(r.framework, r.mode)}, {task_label(r.task)}"),
             "s": r.mean / fmt.unit_scale(table.unit),
             "jacobian": TASKS[r.task].derivative == "jacobian",
         }

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from adbench import spec
 from adbench.formatting import NA, latex
+from adbench.report_spec import framework_label, model_label
 
 # The study draws the 512-MLP (000 §3.1); its two captions, verbatim (000, Figures 4-5).
 FIGURE_MODEL = "mlp512"
@@ -248,10 +249,10 @@ def graphs_context(folder) -> dict:
     graphviz = json.loads((folder / GRAPHVIZ_JSON).read_text())
     counts = {(r["model"], r["framework"]): r for r in rows}
     return {
-        "model": latex(spec.MODELS[FIGURE_MODEL].label),
+        "model": latex(model_label(FIGURE_MODEL)),
         "graphviz": latex(graphviz["version"]),
         "figures": [_figure_context(f, counts[FIGURE_MODEL, f]) for f in GRAPH_FRAMEWORKS],
-        "frameworks": [latex(spec.FRAMEWORKS[f].label) for f in GRAPH_FRAMEWORKS],
+        "frameworks": [latex(framework_label(f)) for f in GRAPH_FRAMEWORKS],
         "rows": [_table_row(m, counts) for m in dict.fromkeys(r["model"] for r in rows)],
         "notes": _table_notes(rows),
     }
@@ -264,7 +265,7 @@ def figure_files(folder) -> list[Path]:
 
 def _figure_context(framework: str, row: dict) -> dict:
     number, caption = STUDY_FIGURES[framework]
-    return {"framework": framework, "label": latex(spec.FRAMEWORKS[framework].label),
+    return {"framework": framework, "label": latex(framework_label(framework)),
             "file": f"{figure_name(framework)}.pdf", "graph": latex(GRAPH_KINDS[framework]),
             "nodes": latex(row["nodes"]), "edges": latex(row["edges"]),
             "study_figure": number, "study_caption": latex(caption)}
@@ -278,13 +279,13 @@ def _table_row(model: str, counts: dict) -> dict:
         if row["function_nodes"] not in ("", "0"):
             cell += f" (+{row['function_nodes']})"
         cells.append(latex(cell))
-    return {"model": latex(spec.MODELS[model].label), "cells": cells}
+    return {"model": latex(model_label(model)), "cells": cells}
 
 
 def _table_notes(rows: list[dict]) -> list[str]:
     """Each n/a's reason, once per (framework, reason)."""
     said = dict.fromkeys((r["framework"], _first_line(r["reason"])) for r in rows if r["reason"])
-    return [latex(f"{spec.FRAMEWORKS[f].label}: {reason}") for f, reason in said]
+    return [latex(f"{framework_label(f)}: {reason}") for f, reason in said]
 
 
 def _first_line(text: str) -> str:

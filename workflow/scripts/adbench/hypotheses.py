@@ -18,7 +18,7 @@ from adbench import inference, report_stats
 from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, Claim
 from adbench.formatting import latex, missing
-from adbench.spec import MODELS, TABLES, TASKS, TableInfo, cited
+from adbench.report_spec import TABLES, TableInfo, cited, model_label, task_label
 from adbench import verdicts as verdicts_module
 from adbench.verdicts import NOT_MEASURED
 
@@ -42,8 +42,8 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame) -> dict | None:
     return {
         "table": table.name,
         "title": latex(table.title),
-        "numerator": latex(TASKS[pair[1]].label),
-        "denominator": latex(TASKS[pair[0]].label),
+        "numerator": latex(task_label(pair[1])),
+        "denominator": latex(task_label(pair[0])),
         "n": len(rows),
         # the tasks' costs told apart at all: the ratio's interval excludes 1
         "n_differs": sum(interval_of(r).excludes_one for r in rows.itertuples()),
@@ -166,7 +166,7 @@ def judgment(
 def condition_label(r, with_block: bool) -> str:
     """'MLP 512, PyTorch (eager)' for a row with model, framework and mode; with its block
     (', cpu, 4 threads') when the rows span several."""
-    label = f"{MODELS[r.model].label}, {tbl.column_label(r.framework, r.mode)}"
+    label = f"{model_label(r.model)}, {tbl.column_label(r.framework, r.mode)}"
     return label + (f", {fmt.block(r.device, r.threads)}" if with_block else "")
 
 

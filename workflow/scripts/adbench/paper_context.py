@@ -18,7 +18,15 @@ from adbench.claims import CLAIMS
 from adbench.formatting import latex, missing
 from adbench.paper_tables import pair_label
 from adbench.selection import focus_rows
-from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, TASKS, cited, timed_quantities
+from adbench.report_spec import (
+    MODEL_TEXT,
+    cited,
+    mode_description,
+    model_label,
+    task_description,
+    task_label,
+)
+from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, TASKS, timed_quantities
 
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
 # A loop that kept more cores busy than this over its thread count ignored the setting.
@@ -82,7 +90,7 @@ def protocol_rows(measured: pd.DataFrame) -> list[dict]:
                    fmt.whole_span(mine["processes"]), fmt.whole_span(mine["warmup"]),
                    fmt.whole_span(mine["iterations"]))
             alike.setdefault(key, []).append(model)
-        rows += [{"task": latex(TASKS[task].label), "models": latex(", ".join(models)),
+        rows += [{"task": latex(task_label(task)), "models": latex(", ".join(models)),
                   **{k: latex(v) for k, v in zip(PROTOCOL_KEYS, key)}}
                  for key, models in alike.items()]
     return rows
@@ -222,10 +230,10 @@ def models_context(measured: set, cells=None) -> list[dict]:
             jacobian += f" (of {spec.n_outputs} rows)"
         rows.append(
             {
-                "label": latex(spec.label),
+                "label": latex(MODEL_TEXT[name].label),
                 "name": latex(name),
-                "source": latex(cited(spec.source)),
-                "choices": latex(spec.choices),
+                "source": latex(cited(MODEL_TEXT[name].source)),
+                "choices": latex(MODEL_TEXT[name].choices),
                 "n_parameters": spec.n_parameters,
                 "jacobian": latex(jacobian),
                 "batch_size": run_sizes(loss_cells, name, "batch_size", spec.batch_size),
@@ -253,7 +261,7 @@ def modes_context(cells: pd.DataFrame | None = None) -> dict:
                 "label": pair_label(f, m),
                 "compiled": info.compiled,
                 "whole_step": info.whole_step,
-                "description": latex(info.description),
+                "description": latex(mode_description(f, m)),
             }
             for f, m, info in pairs
             if (f, m) in ran
@@ -275,8 +283,8 @@ def tasks_context(cells: pd.DataFrame | None = None) -> dict:
     tasks = tasks_in_grid(cells)
     rows = [
         {
-            "label": latex(TASKS[t].label),
-            "description": latex(TASKS[t].description),
+            "label": latex(task_label(t)),
+            "description": latex(task_description(t)),
             "derivative": latex(TASKS[t].derivative),
         }
         for t in tasks
@@ -296,7 +304,7 @@ def tasks_context(cells: pd.DataFrame | None = None) -> dict:
     return {
         "rows": rows,
         "modes": modes,
-        "labels": [latex(TASKS[t].label) for t in tasks],
+        "labels": [latex(task_label(t)) for t in tasks],
         "colspec": task_columns(len(tasks)),
     }
 
@@ -357,7 +365,7 @@ def parse_choices(blob) -> dict:
 def choice_scope(tasks: set, n: int, n_cells: int) -> str:
     if n == n_cells:
         return "every cell"
-    labels = [TASKS[t].label if t in TASKS else t for t in TASKS if t in tasks]
+    labels = [task_label(t) if t in TASKS else t for t in TASKS if t in tasks]
     labels += sorted(t for t in tasks if t not in TASKS)
     return f"{n} cells: {', '.join(labels)}"
 
@@ -415,7 +423,7 @@ def gradients_per_model(gradients: pd.DataFrame, passed: pd.Series, default_tole
         )
         rows.append(
             {
-                "model": latex(MODELS[model].label if model in MODELS else model),
+                "model": latex(model_label(model) if model in MODELS else model),
                 "n": len(g),
                 "n_passed": int(passed[g.index].sum()),
                 "max_rel_error": largest("max_rel_error"),
@@ -434,8 +442,8 @@ def not_passed_text(failed: pd.DataFrame, most: int = 10) -> str:
         latex(
             f"{tbl.column_label(r.framework, r.mode)}"
             f"{'' if fmt.blank(r.reference) else ' against ' + str(r.reference)}, "
-            f"{MODELS[r.model].label if r.model in MODELS else r.model}, "
-            f"{TASKS[r.task].label if r.task in TASKS else r.task}, "
+            f"{model_label(r.model) if r.model in MODELS else r.model}, "
+            f"{task_label(r.task) if r.task in TASKS else r.task}, "
             f"{fmt.block(r.device, r.threads)}, seed {r.seed}: {r.status}"
         )
         + ("" if missing(r.max_rel_error) else f" ({fmt.scientific(r.max_rel_error, tex=True)})")
@@ -454,7 +462,7 @@ def first_iteration_summary(first: pd.DataFrame) -> list[dict]:
         rows.append(
             {
                 "mode": pair_label(f, m) if known else latex(f"{f} {m}"),
-                "task": latex(TASKS[task].label if task in TASKS else task),
+                "task": latex(task_label(task) if task in TASKS else task),
                 "compiled": known and FRAMEWORKS[f].modes[m].compiled,
                 "order": (
                     not (known and FRAMEWORKS[f].modes[m].compiled),
@@ -492,8 +500,8 @@ def first_max(first: pd.DataFrame) -> dict:
         out[name] = fmt.factor(top["first_over_median"])
         out[f"{name}_where"] = latex(
             f"{tbl.column_label(top['framework'], top['mode'])}, "
-            f"{MODELS[top['model']].label if top['model'] in MODELS else top['model']}, "
-            f"{TASKS[top['task']].label if top['task'] in TASKS else top['task']}"
+            f"{model_label(top['model']) if top['model'] in MODELS else top['model']}, "
+            f"{task_label(top['task']) if top['task'] in TASKS else top['task']}"
         )
     return out
 
@@ -501,8 +509,8 @@ def first_max(first: pd.DataFrame) -> dict:
 def figure_focus(first: pd.DataFrame) -> str:
     """The models and tasks the first-iterations figure draws (the same rule as figures.py)."""
     rows = focus_rows(first)
-    models = [MODELS[m].label for m in MODELS if m in set(rows["model"])]
-    tasks = [TASKS[t].label for t in TASKS if t in set(rows["task"])]
+    models = [model_label(m) for m in MODELS if m in set(rows["model"])]
+    tasks = [task_label(t) for t in TASKS if t in set(rows["task"])]
     return latex(f"{', '.join(models)}; task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}")
 
 
@@ -537,8 +545,8 @@ def waiting_text(loops: pd.DataFrame, most: int = 12) -> str:
     flagged = loops[waiting(loops)].sort_values("cpu_utilisation")
     listed = [
         latex(
-            f"{tbl.column_label(r.framework, r.mode)}, {MODELS[r.model].label}, "
-            f"{TASKS[r.task].label}, {fmt.threads_text(r.threads)}, seed {r.seed}: "
+            f"{tbl.column_label(r.framework, r.mode)}, {model_label(r.model)}, "
+            f"{task_label(r.task)}, {fmt.threads_text(r.threads)}, seed {r.seed}: "
             f"{fmt.number(r.cpu_utilisation, 2)} cores"
         )
         for r in flagged.head(most).itertuples()
@@ -609,8 +617,8 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
     several_blocks = len(set(zip(memory["device"], memory["threads"]))) > 1
     rows = [
         {
-            "model": latex(MODELS[r.model].label if r.model in MODELS else r.model),
-            "task": latex(TASKS[r.task].label if r.task in TASKS else r.task),
+            "model": latex(model_label(r.model) if r.model in MODELS else r.model),
+            "task": latex(task_label(r.task) if r.task in TASKS else r.task),
             "mode": pair_label(r.framework, r.mode),
             "block": latex(fmt.block(r.device, r.threads)) if several_blocks else "",
             "n": int(r.n_processes),

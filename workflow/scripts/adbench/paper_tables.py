@@ -1,4 +1,4 @@
-"""The paper's tables: every table of spec.TABLES side by side with the study's, as template
+"""The paper's tables: every table of report_spec.TABLES side by side with the study's, as template
 context (render_paper.py).
 
 Layout "columns" (the study's): per (device, threads) block and model, a "this work" row per
@@ -20,7 +20,8 @@ from adbench import formatting as fmt
 from adbench import tables as tbl
 from adbench.formatting import latex
 from adbench.selection import table_modes
-from adbench.spec import FRAMEWORKS, MODELS, TABLES, TASKS, TableInfo, cited, timed_quantities
+from adbench.report_spec import MODEL_TEXT, TABLES, TableInfo, cited, model_label, task_label
+from adbench.spec import FRAMEWORKS, MODELS, timed_quantities
 
 QUANTITY_TEXT = {
     "backward_s": "the backward pass alone",
@@ -220,7 +221,7 @@ def speedup_lines(found: dict, view: View, several: bool) -> list:
         return []
     return [
         {
-            "label": latex(label + (f" ({TASKS[task].label})" if several else "")),
+            "label": latex(label + (f" ({task_label(task)})" if several else "")),
             "cells": spanning(
                 (speedup_text(first_row(rows), pair, task, name) for pair, rows in mine.items()),
                 len(view.heads),
@@ -232,9 +233,9 @@ def speedup_lines(found: dict, view: View, several: bool) -> list:
 
 
 def model_heading(model: str) -> str:
-    spec = MODELS[model]
-    study = spec.study_parameters
-    return f"\\textbf{{{latex(spec.label)}}}\\quad {spec.n_parameters} parameters" + (
+    study = MODEL_TEXT[model].study_parameters
+    label, n_parameters = MODEL_TEXT[model].label, MODELS[model].n_parameters
+    return f"\\textbf{{{latex(label)}}}\\quad {n_parameters} parameters" + (
         f" (study: {study})" if study else ""
     )
 
@@ -287,11 +288,11 @@ def our_lines(
     model: str, task: str, found: dict, heading: str, view: View, several: bool
 ) -> list:
     """Our row of one model and task, and its median line where the median has no column."""
-    where = f"{MODELS[model].label}, {TASKS[task].label}" + (f", {heading}" if heading else "")
-    task_label = f": {TASKS[task].label}" if several else ""
+    where = f"{model_label(model)}, {task_label(task)}" + (f", {heading}" if heading else "")
+    which = f": {task_label(task)}" if several else ""
     cells = [c for p, mine in found.items() for c in our_cells(mine, p, where, view)]
-    return [{"label": latex(f"this work{task_label}"), "cells": cells}] + median_line(
-        found, view, f" ({TASKS[task].label})" if several else ""
+    return [{"label": latex(f"this work{which}"), "cells": cells}] + median_line(
+        found, view, f" ({task_label(task)})" if several else ""
     )
 
 
@@ -399,8 +400,8 @@ def table_caption(view: View, published: pd.DataFrame, n_seeds: str) -> str:
     pair = tbl.ratio_tasks(table)
     if pair:
         parts.append(
-            f"Ratio rows: our {latex(TASKS[pair[1]].label)} mean over our "
-            f"{latex(TASKS[pair[0]].label)} mean, same model and mode; {N_TEXT}."
+            f"Ratio rows: our {latex(task_label(pair[1]))} mean over our "
+            f"{latex(task_label(pair[0]))} mean, same model and mode; {N_TEXT}."
         )
     if len(published):
         unnamed = sorted(set(published["task"]) - set(table.tasks))
@@ -515,7 +516,7 @@ def rows_heads(table: TableInfo, task: str) -> list[str]:
         ["mean", "median"]
         + (["time to first step"] if table.first_step else [])
         + ([SPEEDUP_HEADS[name] for name in LIKE_FOR_LIKE] if table.improvement else [])
-        + ([f"/{TASKS[pair[0]].label}"] if pair and task == pair[1] else [])
+        + ([f"/{task_label(pair[0])}"] if pair and task == pair[1] else [])
     )
 
 
@@ -533,7 +534,7 @@ def rows_line(table: TableInfo, pair, found: dict, where: str, marks: dict) -> d
             mine += [speedup_text(r, pair, task, name) for name in LIKE_FOR_LIKE]
         if ratio_pair and task == ratio_pair[1]:
             mine.append(ratio_text(r, "task_ratio"))
-        here = f"{pair_label(*pair)}, {latex(where)}, {latex(TASKS[task].label)}"
+        here = f"{pair_label(*pair)}, {latex(where)}, {latex(task_label(task))}"
         mine[0] += cell_marks(r, here, **marks)
         cells += mine
     return {"label": pair_label(*pair), "cells": cells}
@@ -557,7 +558,7 @@ def rows_table_context(table: TableInfo, ours: pd.DataFrame, base: dict, marks: 
         **base,
         "blocks": blocks,
         "notes": marks["notes"].items,
-        **header_context([(latex(TASKS[t].label), rows_heads(table, t)) for t in tasks]),
+        **header_context([(latex(task_label(t)), rows_heads(table, t)) for t in tasks]),
         "caption": rows_caption(table, seeds_text(ours)),
     }
 
@@ -567,7 +568,7 @@ def rows_group(
 ) -> dict:
     """One model: a line per (framework, mode) measured, its tasks side by side."""
     pairs = [p for p in table_modes(table) if p in set(zip(mine["framework"], mine["mode"]))]
-    where = MODELS[model].label + (f", {heading}" if heading else "")
+    where = model_label(model) + (f", {heading}" if heading else "")
     lines = [
         rows_line(
             table, p, {t: cells_of(mine[mine["task"] == t], [p])[p] for t in tasks}, where, marks
@@ -598,7 +599,7 @@ def rows_caption(table: TableInfo, n_seeds: str) -> str:
     pair = tbl.ratio_tasks(table)
     if pair:
         parts.append(
-            f"Last column: our {latex(TASKS[pair[1]].label)} mean over our "
-            f"{latex(TASKS[pair[0]].label)} mean, same model and mode; {N_TEXT}."
+            f"Last column: our {latex(task_label(pair[1]))} mean over our "
+            f"{latex(task_label(pair[0]))} mean, same model and mode; {N_TEXT}."
         )
     return " ".join(parts)

@@ -15,16 +15,12 @@ by the frozen path the cells take.  A forward task's ("loss") is that reference'
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 
 from adbench import spec
+from adbench.derivatives import loss_as_array
 
-# The task whose data sizes each derivative kind's reference shares with its cells.
-REFERENCE_TASK = {"gradients": "backward", "trainable_gradients": "backward_frozen",
-                  "jacobian": "jacobian_rows", "sequence_gradients": "backward_varlen",
-                  "loss": spec.FORWARD_TASK}
 # An array whose reference is tiny next to the others (attention's key bias has a zero
 # gradient in exact arithmetic) is compared on this fraction of the largest array's norm.
 NORM_FLOOR = 1e-2
@@ -42,15 +38,9 @@ def relative_error(arrays: list[np.ndarray], reference: list[np.ndarray]) -> flo
                 for a, b, n in zip(arrays, reference, norms)), default=0.0)
 
 
-def loss_as_array(loss: float, dtype="float64") -> tuple[float, list[np.ndarray]]:
-    """What a forward task checks (derivative kind "loss"): the loss itself, as one array of
-    the cell's dtype, so that it is compared like any derivative (relative_error)."""
-    return loss, [np.array([loss], dtype=dtype)]
-
-
 def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarray]]:
     derivative = spec.TASKS[workload.task].derivative
-    workload = dataclasses.replace(workload, task=REFERENCE_TASK[derivative], warmup=0,
+    workload = dataclasses.replace(workload, task=spec.REFERENCE_TASK[derivative], warmup=0,
                                    iterations=1)
     if derivative == "loss":  # the gradients' reference's loss, computed the same way
         loss, _ = reference_derivatives(dataclasses.replace(workload, task="backward"))
@@ -178,26 +168,3 @@ def kink_margin(workload: spec.Workload) -> float:
         margin = min(margin, float(np.abs(z).min() / np.abs(z).max()))
         a = np.maximum(z, 0.0)
     return margin
-
-
-# ---------------------------------------------------------------- derivative files (.npz)
-def write_derivatives(path: str, status: str, loss: float | None,
-                      arrays: list[np.ndarray], kink: float = float("inf")) -> None:
-    """A cell's (or the reference's, with its kink_margin) loss and derivative arrays;
-    written atomically."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, status=np.array(status), loss=np.array(np.nan if loss is None else loss),
-             kink_margin=np.array(kink), **{f"g{i}": a for i, a in enumerate(arrays)})
-    os.replace(tmp, path)
-
-
-def read_kink_margin(path: str) -> float:
-    with np.load(path) as data:
-        return float(data["kink_margin"]) if "kink_margin" in data.files else float("inf")
-
-
-def read_derivatives(path: str) -> tuple[str, float, list[np.ndarray]]:
-    with np.load(path) as data:
-        n = sum(1 for k in data.files if k.startswith("g"))
-        return str(data["status"]), float(data["loss"]), [data[f"g{i}"] for i in range(n)]

@@ -18,7 +18,7 @@ from adbench import inference, stats
 from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC
 from adbench.formatting import latex
-from adbench.spec import MODELS, TASKS, cited
+from adbench.report_spec import cited, model_label, task_label
 from adbench.verdicts import GROUP_FIELDS, NOT_MEASURED
 
 VERDICT_ORDER = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
@@ -56,8 +56,8 @@ def side_label(r, end: str) -> str:
     quantity = ("first step / median step" if get("quantity") == stats.FIRST_OVER_STEADY
                 else get("quantity").removesuffix("_s"))
     return (
-        f"{MODELS[get('model')].label}, {tbl.column_label(get('framework'), get('mode'))}, "
-        f"{TASKS[get('task')].label} ({quantity})"
+        f"{model_label(get('model'))}, {tbl.column_label(get('framework'), get('mode'))}, "
+        f"{task_label(get('task'))} ({quantity})"
     )
 
 

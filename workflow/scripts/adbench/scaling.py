@@ -36,8 +36,8 @@ import math
 # numpy and the spec only at import: the Snakemake driver, which has no pandas, plans the
 # rules with sweep_axes and thread_counts.  The analysis imports pandas where it is used.
 from adbench import flops, inference, spec
-
-CHEAP_GRADIENT_BOUND = 5.0
+from adbench.claims import CHEAP_GRADIENT_BOUND
+from adbench.report_spec import model_label, task_label
 # Whose product measures a GPU's peak (measure_peak.py --device cuda, in its environment).
 CUDA_PEAK_FRAMEWORK = "torch"
 WITHIN, ABOVE, INCONCLUSIVE = "within", "above", "inconclusive"
@@ -267,9 +267,9 @@ def spec_order(named: dict) -> tuple[int, int]:
 
 def series_word(key: str, value) -> str:
     if key == "model":
-        return spec.MODELS[value].label
+        return model_label(value)
     if key == "task":
-        return spec.TASKS[value].label
+        return task_label(value)
     if key == "batch_size":
         return f"batch {value}"
     if key == "threads":
@@ -339,8 +339,8 @@ def peak_rows(peak: dict) -> list[dict]:
 
 def context_row(r, fmt) -> dict:
     return {
-        "mode": fmt.latex(r.label), "model": fmt.latex(spec.MODELS[r.model].label),
-        "task": fmt.latex(spec.TASKS[r.task].label), "threads": int(r.threads),
+        "mode": fmt.latex(r.label), "model": fmt.latex(model_label(r.model)),
+        "task": fmt.latex(task_label(r.task)), "threads": int(r.threads),
         "batch": int(r.batch_size),
         "ratio": fmt.ratio(r.cheap_gradient_ratio, r.cheap_gradient_ratio_low,
                            r.cheap_gradient_ratio_high, tex=True),
@@ -358,7 +358,7 @@ def extreme_row(table, fmt, smallest: bool) -> dict | None:
         return None
     r = rated.loc[rated["fraction_of_peak"].idxmin() if smallest
                   else rated["fraction_of_peak"].idxmax()]
-    return {"mode": fmt.latex(r["label"]), "model": fmt.latex(spec.MODELS[r["model"]].label),
-            "task": fmt.latex(spec.TASKS[r["task"]].label),
+    return {"mode": fmt.latex(r["label"]), "model": fmt.latex(model_label(r["model"])),
+            "task": fmt.latex(task_label(r["task"])),
             "share": fmt.percent(r["fraction_of_peak"], None, tex=True),
             "step": fmt.milliseconds(r["step_s"])}

@@ -8,22 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from adbench.spec import FRAMEWORKS, TABLES, TableInfo
+from adbench.report_spec import TABLES, TableInfo
+from adbench.spec import pairs
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-def pairs(frameworks=None, compiled: bool | None = None) -> list[tuple[str, str]]:
-    """(framework, mode) of the spec in its order, optionally only some frameworks, or only
-    compiled (True) or eager (False) modes."""
-    return [
-        (framework, mode)
-        for framework, info in FRAMEWORKS.items()
-        if frameworks is None or framework in frameworks
-        for mode, mode_info in info.modes.items()
-        if compiled is None or mode_info.compiled == compiled
-    ]
 
 
 def table_modes(table: TableInfo) -> list[tuple[str, str]]:

@@ -1,9 +1,10 @@
-"""Framework-neutral description of the experiment grid and its workloads.
+"""The experiment spec: what a timing job computes, framework-neutral, and nothing else.
 
 The one place for the valid (framework, mode) table, the tasks, the model registry, the
-study's tables and the raw-file layout.  Nothing here imports a deep-learning framework:
-the Snakefile, the timing jobs in every framework's environment and the analysis scripts
-all import it.
+workloads, the cells and the raw-file layout.  Nothing here imports a deep-learning
+framework, and nothing here is words for the report (labels, descriptions, the study's
+tables: adbench.report_spec): every timing and reference job imports this module, so an
+edit here re-times every cell, and an edit of the report's words re-times none.
 
 Canonical layouts (every backend converts to its own once, at preparation, and converts
 gradients and Jacobians back before they are compared):
@@ -19,9 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
-import re
-import string
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -30,20 +30,20 @@ import numpy as np
 # ================================================================ frameworks and modes
 @dataclasses.dataclass(frozen=True)
 class ModeInfo:
-    """How one (framework, mode) pair runs."""
+    """How one (framework, mode) pair runs (its words: report_spec.FRAMEWORK_TEXT)."""
 
     compiled: bool
-    label: str
-    description: str
     # The whole step (forward and derivative) is one compiled call: it cannot be split.
     whole_step: bool = False
 
 
+EAGER, COMPILED, WHOLE_STEP = ModeInfo(False), ModeInfo(True), ModeInfo(True, whole_step=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class FrameworkInfo:
-    """A framework: its label, the pin file its jobs run in, its backend module, its modes."""
+    """A framework: the pin file its jobs run in, its backend module, its modes."""
 
-    label: str
     env: str  # envs/<env>.yaml: its CPU build
     backend: str  # adbench.backends.<backend>
     modes: dict[str, ModeInfo]
@@ -63,99 +63,28 @@ class FrameworkInfo:
 # The valid (framework, mode) pairs: the only table of them in the project.  A key is the
 # framework's Python module name (environments: current checks that it imports).  A
 # framework's non-compiled mode is named "eager" wherever it has one (the baseline of its
-# improvements).
+# improvements).  What each mode runs, in words: report_spec.FRAMEWORK_TEXT.
 FRAMEWORKS: dict[str, FrameworkInfo] = {
     "torch": FrameworkInfo(
-        label="PyTorch",
-        env="torch",
-        cuda_env="torch-cuda",
-        backend="torch_backend",
-        modes={
-            "eager": ModeInfo(False, "eager", "torch.nn modules, loss.backward() / "
-                              "torch.autograd on the define-by-run graph"),
-            "script": ModeInfo(True, "TorchScript", "torch.jit.script of the model and its "
-                               "loss (one scripted module); derivatives by torch.autograd"),
-            "trace": ModeInfo(True, "jit.trace", "torch.jit.trace of the model and its loss "
-                              "on the first batch; derivatives by torch.autograd"),
-            "compile": ModeInfo(True, "torch.compile", "torch.compile (inductor) of the model "
-                                "and its loss; derivatives by AOTAutograd's compiled backward"),
-        },
+        env="torch", cuda_env="torch-cuda", backend="torch_backend",
+        modes={"eager": EAGER, "script": COMPILED, "trace": COMPILED, "compile": COMPILED},
     ),
     "tensorflow": FrameworkInfo(
-        label="TensorFlow",
-        env="tensorflow",
-        cuda_env="tensorflow-cuda",
-        backend="tensorflow_backend",
-        modes={
-            "eager": ModeInfo(False, "eager", "Keras layers under tf.GradientTape, then "
-                              "tape.gradient / tape.jacobian"),
-            "graph": ModeInfo(True, "tf.function", "tf.function of the whole step (forward "
-                              "and tape.gradient / tape.jacobian)", whole_step=True),
-            "xla": ModeInfo(True, "XLA", "tf.function(jit_compile=True) of the whole step: "
-                            "XLA compiles forward and derivative together", whole_step=True),
-        },
+        env="tensorflow", cuda_env="tensorflow-cuda", backend="tensorflow_backend",
+        modes={"eager": EAGER, "graph": WHOLE_STEP, "xla": WHOLE_STEP},
     ),
     "jax": FrameworkInfo(
-        label="JAX",
-        env="jax",
-        cuda_env="jax-cuda",
-        backend="jax_backend",
-        modes={
-            "eager": ModeInfo(False, "eager", "jax.grad / jax.vjp / jax.jacrev dispatched op "
-                              "by op, no jax.jit"),
-            "jit": ModeInfo(True, "jax.jit", "jax.jit of the whole step (forward and "
-                            "derivative), compiled by XLA", whole_step=True),
-        },
+        env="jax", cuda_env="jax-cuda", backend="jax_backend",
+        modes={"eager": EAGER, "jit": WHOLE_STEP},
     ),
-    "autograd": FrameworkInfo(
-        label="HIPS autograd",
-        env="autograd",
-        backend="autograd_backend",
-        modes={
-            "eager": ModeInfo(False, "eager", "autograd.grad / autograd.make_vjp over numpy "
-                              "code, traced at every call"),
-        },
-    ),
-    "pytensor": FrameworkInfo(
-        label="PyTensor",
-        env="pytensor",
-        backend="pytensor_backend",
-        modes={
-            "c": ModeInfo(True, "C (cvm)", "pytensor.function with the FAST_RUN rewrites and "
-                          "the cvm linker (C thunks), symbolic pytensor.grad", whole_step=True),
-            "numba": ModeInfo(True, "Numba", "pytensor.function in NUMBA mode (its default "
-                              "backend), symbolic pytensor.grad", whole_step=True),
-        },
-    ),
-    "theano": FrameworkInfo(
-        label="Theano",
-        env="theano",
-        backend="theano_backend",
-        modes={
-            "c": ModeInfo(True, "FAST_RUN", "theano.function in FAST_RUN (cvm linker, C "
-                          "thunks), symbolic theano.grad", whole_step=True),
-        },
-    ),
-    "mxnet": FrameworkInfo(
-        label="MXNet",
-        env="mxnet",
-        backend="mxnet_backend",
-        modes={
-            "eager": ModeInfo(False, "imperative", "Gluon blocks under autograd.record(), "
-                              "then .backward()"),
-            "hybrid": ModeInfo(True, "hybridize", "Gluon hybridize(static_alloc=True, "
-                               "static_shape=True): a cached symbolic graph"),
-        },
-    ),
-    "chainer": FrameworkInfo(
-        label="Chainer",
-        env="chainer",
-        backend="chainer_backend",
-        modes={
-            "eager": ModeInfo(False, "define-by-run", "chainer.links under define-by-run, "
-                              "then loss.backward() / chainer.grad"),
-        },
-    ),
+    "autograd": FrameworkInfo(env="autograd", backend="autograd_backend",
+                              modes={"eager": EAGER}),
+    "pytensor": FrameworkInfo(env="pytensor", backend="pytensor_backend",
+                              modes={"c": WHOLE_STEP, "numba": WHOLE_STEP}),
+    "theano": FrameworkInfo(env="theano", backend="theano_backend", modes={"c": WHOLE_STEP}),
+    "mxnet": FrameworkInfo(env="mxnet", backend="mxnet_backend",
+                           modes={"eager": EAGER, "hybrid": COMPILED}),
+    "chainer": FrameworkInfo(env="chainer", backend="chainer_backend", modes={"eager": EAGER}),
 }
 ANALYSIS_ENV = "analysis"
 DEVICES = ("cpu", "cuda")
@@ -174,20 +103,19 @@ CUDA_MEMORY_POLICY = {"tensorflow": "tf_memory_growth"}
 # ================================================================ tasks
 @dataclasses.dataclass(frozen=True)
 class TaskInfo:
-    """What one iteration computes, and which derivative the correctness check compares."""
+    """What one iteration computes, and which derivative the correctness check compares
+    (its words: report_spec.TASK_TEXT)."""
 
-    label: str
-    description: str
     # "gradients" (of the loss, per parameter), "trainable_gradients" (the same, of the
     # parameters outside the model's frozen part only: ModelSpec.frozen), "jacobian"
-    # (output w.r.t. input) or "loss" (no derivative: the loss itself is checked).  Each
-    # kind has its own float64 reference file.
+    # (output w.r.t. input), "sequence_gradients" (a variable-length task's) or "loss" (no
+    # derivative: the loss itself is checked).  Each kind has its own float64 reference.
     derivative: str
     # Forward and derivative are two calls the clock can separate (outside whole-step modes).
     separable: bool
     # The task this one changes in one respect (the claims compare the two, paired by seed).
     variant_of: str | None = None
-    # How a variable-length task shapes its batches (a key of SEQUENCES), None: fixed shapes.
+    # How a variable-length task shapes its batches (SEQUENCE_STRATEGIES), None: fixed shapes.
     sequence: str | None = None
     # The framework's GPU allocator as it comes: CUDA_MEMORY_POLICY's settings not applied.
     default_allocator: bool = False
@@ -203,24 +131,14 @@ class TaskInfo:
 # Variable-length inputs (004: a dynamic graph runs each input at its own length, a static
 # one pads): each batch of a sequence model gets its own length, drawn from the seed
 # uniformly in SEQUENCE_LENGTHS (inclusive), the same for every framework, mode and
-# strategy.  A strategy says how long the batch the framework sees is; the loss reads each
+# strategy.  A strategy says how long the batch the framework sees is ("true", "dynamic":
+# its own length, with the compiled modes' dynamic-shape option for "dynamic"; "padded": to
+# the maximum; "bucketed": to the smallest bucket that holds it); the loss reads each
 # example's state at its true last step (a mask past it), so every strategy has the same
 # derivative: the true-length one (derivative "sequence_gradients").
 SEQUENCE_LENGTHS = (4, 64)
 SEQUENCE_BUCKETS = (8, 16, 32, 64)  # bucketing pads to the smallest bucket that holds a batch
-SEQUENCES = {
-    "true": "each batch at its own length: define-by-run in eager modes; compiled modes as "
-            "they behave by default (a trace or compilation per new length, or their own "
-            "default policy)",
-    "dynamic": "each batch at its own length, compiled modes with their dynamic-shape option "
-               "(tf.function(reduce_retracing=True), torch.compile(dynamic=True)); "
-               "unsupported where a mode has none",
-    "padded": f"every batch padded with zeros to the maximum length, {SEQUENCE_LENGTHS[1]}, "
-              "the loss masked past each example's length: one shape for the whole epoch",
-    "bucketed": "each batch padded to the smallest of the buckets "
-                f"{', '.join(map(str, SEQUENCE_BUCKETS))} that holds it, masked likewise: "
-                "one shape per bucket",
-}
+SEQUENCE_STRATEGIES = ("true", "dynamic", "padded", "bucketed")
 
 
 def padded_length(strategy: str, length: int) -> int:
@@ -233,65 +151,46 @@ def padded_length(strategy: str, length: int) -> int:
 
 
 TASKS: dict[str, TaskInfo] = {
-    "backward": TaskInfo(
-        "backward", "gradient of the scalar loss w.r.t. every parameter on a batch: one "
-        "backward pass (loss.backward() / tape.gradient)", "gradients", separable=True),
-    "jacobian_rows": TaskInfo(
-        "Jacobian, row by row", "Jacobian of the model's output w.r.t. its input for one "
-        "example, one vector-Jacobian product per output row (torch.autograd.grad with "
-        "one-hot grad_outputs / tape.gradient with output_gradients, in a Python loop)",
-        "jacobian", separable=True),
-    "jacobian_vectorized": TaskInfo(
-        "Jacobian, vectorised", "the same Jacobian in one call of the framework's vectorised "
-        "Jacobian (torch.func.jacrev / tape.jacobian with pfor)", "jacobian", separable=False),
-    "loss_jacobian": TaskInfo(
-        "loss Jacobian (H0)", "Jacobian of the scalar loss w.r.t. all parameters through the "
-        "Jacobian API (torch.autograd.functional.jacobian / tape.jacobian) on the same batch "
-        "as backward: Hypothesis 0 says it costs one backward pass", "gradients",
-        separable=False),
-    "backward_frozen": TaskInfo(
-        "backward, frozen part", "the backward step with the model's frozen part (its first "
-        "layers: ModelSpec.frozen) not trainable (requires_grad=False / the tape's gradient "
-        "w.r.t. the trainable variables / jax.grad w.r.t. the trainable subset): the gradient "
-        "of the loss w.r.t. the other parameters only", "trainable_gradients", separable=True,
-        variant_of="backward"),
-    "backward_retained": TaskInfo(
-        "backward, graph retained", "the backward step with its graph kept after the step "
-        "(loss.backward(retain_graph=True) / a persistent GradientTape) and held, as by a "
-        "user who differentiates the same graph again, until the next step starts (dropped "
-        "there, outside the clock)",
-        "gradients", separable=True, variant_of="backward"),
-    "backward_default_memory": TaskInfo(
-        "backward, default GPU memory", "the backward step with the framework's GPU "
-        "allocator as it comes, where every other cuda cell sets CUDA_NUMERICS' memory "
-        "policy: TensorFlow without memory growth, which reserves most of the GPU at its "
-        "first op (004); run where the spec changes a framework's default "
-        "(CUDA_MEMORY_POLICY), on cuda only", "gradients", separable=True,
-        variant_of="backward", default_allocator=True, devices=("cuda",)),
-    "forward": TaskInfo(
-        "forward alone", "the scalar loss on a batch with no derivative taken and nothing "
-        "recorded for one (torch.no_grad() / no tape / a compiled function of the loss "
-        "alone): the function whose cost a gradient's is set against (the cheap-gradient "
-        "ratio of a mode whose step is one call)", "loss", separable=False),
-    **{task: TaskInfo(
-        label, f"the backward step of a sequence model on batches of varying length "
-        f"({SEQUENCE_LENGTHS[0]} to {SEQUENCE_LENGTHS[1]} steps, drawn per batch from the "
-        f"seed): {SEQUENCES[strategy]}", "sequence_gradients", separable=True,
-        variant_of="backward", sequence=strategy)
-       for task, label, strategy in (
-           ("backward_varlen", "varying length, true length", "true"),
-           ("backward_varlen_dynamic", "varying length, dynamic shapes", "dynamic"),
-           ("backward_padded", "varying length, padded", "padded"),
-           ("backward_bucketed", "varying length, bucketed", "bucketed"))},
+    # One backward pass: the gradient of the scalar loss w.r.t. every parameter on a batch.
+    "backward": TaskInfo("gradients", separable=True),
+    # The Jacobian of the output w.r.t. the input of one example: a VJP per output row...
+    "jacobian_rows": TaskInfo("jacobian", separable=True),
+    # ...or in one call of the framework's vectorised Jacobian.
+    "jacobian_vectorized": TaskInfo("jacobian", separable=False),
+    # The loss's Jacobian w.r.t. all parameters through the Jacobian API (Hypothesis 0).
+    "loss_jacobian": TaskInfo("gradients", separable=False),
+    # The backward step with the model's frozen part (ModelSpec.frozen) not trainable.
+    "backward_frozen": TaskInfo("trainable_gradients", separable=True, variant_of="backward"),
+    # The backward step with its graph kept after the step until the next one starts.
+    "backward_retained": TaskInfo("gradients", separable=True, variant_of="backward"),
+    # The backward step with the GPU allocator as it comes (CUDA_MEMORY_POLICY not set).
+    "backward_default_memory": TaskInfo("gradients", separable=True, variant_of="backward",
+                                        default_allocator=True, devices=("cuda",)),
+    # The loss alone, nothing recorded for a derivative: the cheap-gradient ratio's base.
+    "forward": TaskInfo("loss", separable=False),
+    # The backward step on batches of varying length, shaped by each strategy.
+    **{task: TaskInfo("sequence_gradients", separable=True, variant_of="backward",
+                      sequence=strategy)
+       for task, strategy in (("backward_varlen", "true"),
+                              ("backward_varlen_dynamic", "dynamic"),
+                              ("backward_padded", "padded"),
+                              ("backward_bucketed", "bucketed"))},
 }
-# The variable-length tasks (TaskInfo.sequence), in SEQUENCES' order.
-SEQUENCE_TASKS = tuple(t for s in SEQUENCES for t, info in TASKS.items() if info.sequence == s)
+# The variable-length tasks (TaskInfo.sequence), in SEQUENCE_STRATEGIES' order.
+SEQUENCE_TASKS = tuple(t for s in SEQUENCE_STRATEGIES for t, info in TASKS.items()
+                       if info.sequence == s)
 # The forward alone: the denominator of the cheap-gradient ratio (adbench.scaling).
 FORWARD_TASK = "forward"
 # The tasks of the study's own experiments (the others vary one of them: TaskInfo.variant_of,
 # or time the forward alone).
 STUDY_TASKS = tuple(t for t, info in TASKS.items()
                     if info.variant_of is None and t != FORWARD_TASK)
+# The task whose data sizes each derivative kind's reference shares with its cells.
+REFERENCE_TASK = {"gradients": "backward", "trainable_gradients": "backward_frozen",
+                  "jacobian": "jacobian_rows", "sequence_gradients": "backward_varlen",
+                  "loss": FORWARD_TASK}
+JACOBIANS = ("jacobian_rows", "jacobian_vectorized")  # the study's two output Jacobians
+HYPOTHESIS0_TASKS = ("backward", "loss_jacobian")  # Hypothesis 0: equal costs
 
 
 def cuda_numerics(task: str) -> dict:
@@ -306,13 +205,23 @@ def task_refusal(framework: str, task: str, device: str) -> str | None:
     """Why a (framework, task, device) measures nothing the task is about, or None."""
     info = TASKS[task]
     if device not in info.devices:
-        return (f"{task} ({info.label}) runs on {', '.join(info.devices)} only "
-                f"(spec.TASKS['{task}'].devices)")
+        return f"the task {task} runs on {', '.join(info.devices)} only"
     if info.default_allocator and framework not in CUDA_MEMORY_POLICY:
-        return (f"{framework} runs its own default GPU allocator in every cuda cell "
-                f"(spec.CUDA_MEMORY_POLICY sets none of its memory): its backward cells are "
-                f"{task}'s")
+        return (f"{framework} runs its own default GPU allocator in every cuda cell (the "
+                f"experiment sets none of its memory policy): its backward cells are {task}'s")
     return None
+
+
+def pairs(frameworks=None, compiled: bool | None = None) -> list[tuple[str, str]]:
+    """(framework, mode) of the spec in its order, optionally only some frameworks, or only
+    compiled (True) or eager (False) modes."""
+    return [
+        (framework, mode)
+        for framework, info in FRAMEWORKS.items()
+        if frameworks is None or framework in frameworks
+        for mode, mode_info in info.modes.items()
+        if compiled is None or mode_info.compiled == compiled
+    ]
 
 
 def eager_mode_of(framework: str) -> str | None:
@@ -358,23 +267,16 @@ def batchnorm(name: str, channels: int) -> list[Param]:
             Param(f"{name}.beta", (channels,), "zeros")]
 
 
-# The losses a model may have, in words (docs/spec.md prints them).
-LOSSES = {
-    "l2": "‖y − f(x)‖₂",
-    "sum": "sum of the outputs",
-    "xent": "mean softmax cross-entropy",
-    "ctc": "CTC, summed over the batch",
-}
+# The losses a model may have (in words: report_spec.LOSS_TEXT).
+LOSSES = ("l2", "sum", "xent", "ctc")
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """A model of the study, framework-neutral: every backend builds it from this."""
+    """A model of the study, framework-neutral: every backend builds it from this (its name,
+    source and the choices made where the seeds are silent: report_spec.MODEL_TEXT)."""
 
-    label: str
     family: str  # which forward function a backend uses: mlp, cnn, lstm, resnet, ...
-    source: str  # where the seeds name it
-    choices: str  # what we chose where the seeds are silent (printed in the paper)
     input_shape: tuple[int, ...]  # one example, canonical layout
     output_shape: tuple[int, ...]  # one example
     loss: str  # a key of LOSSES
@@ -385,7 +287,6 @@ class ModelSpec:
     n_samples: int = 60000
     jacobian_rows: int | None = None  # rows of the output Jacobian computed (None: all)
     reference: str = "numpy"  # float64 ground truth: numpy, or a float64 torch run
-    study_parameters: int | None = None  # the study's own count, where it printed one
     # The parameters (by name) a frozen task (TaskInfo.frozen) does not train: the model's
     # first layers, as a user fine-tuning the rest freezes them; () where the model has no
     # such part (a single layer), and its frozen cells are unsupported.
@@ -432,17 +333,15 @@ MNIST = dict(input_shape=(784,), output_shape=(10,))
 IMAGE = dict(input_shape=(1, 28, 28), output_shape=(10,))
 
 
-def _mlp(hidden: tuple[int, ...], study_parameters: int | None = None,
-         source: str = "000 §3.1, Tables 1-2") -> ModelSpec:
+def _mlp(hidden: tuple[int, ...]) -> ModelSpec:
+    """ReLU hidden layers, linear output, Glorot-uniform weights, zero biases."""
     sizes = (784, *hidden, 10)
     params = [p for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))
               for p in dense(f"fc{i}", a, b)]
     return ModelSpec(
-        label="[" + ", ".join(map(str, hidden)) + "]", family="mlp",
-        source=source, choices="ReLU hidden layers, linear output, "
-        "Glorot-uniform weights, zero biases", loss="l2", target="onehot",
-        params=tuple(params), arch={"sizes": sizes}, study_parameters=study_parameters,
-        frozen=named(params, *first_half_of_layers(len(sizes) - 1)), **MNIST)
+        family="mlp", loss="l2", target="onehot", params=tuple(params),
+        arch={"sizes": sizes}, frozen=named(params, *first_half_of_layers(len(sizes) - 1)),
+        **MNIST)
 
 
 # The width sweep (config/sweep-width.yaml): the study's 512-MLP at other widths, one hidden
@@ -450,7 +349,6 @@ def _mlp(hidden: tuple[int, ...], study_parameters: int | None = None,
 # builds from arch["sizes"], so the backend tests check the family on the study's models.
 SWEEP_WIDTHS = (32, 128, 2048, 8192)
 SWEEP_MODELS = tuple(f"mlp{w}" for w in SWEEP_WIDTHS)
-WIDTH_SWEEP_SOURCE = "the width sweep (the study's 512-MLP at other widths)"
 
 
 # ---------------------------------------------------------------- ResNet50 (torchvision v1.5)
@@ -492,32 +390,24 @@ CTC = {"steps": 16, "features": 8, "classes": 6, "label_length": 4}  # class 0 i
 RNN_CELL = {"hidden": 20, "inputs": 10}
 
 # Model registry: config names -> models. Sizes the seeds leave open are our choices, stated
-# in `choices` and printed in the paper.
+# in report_spec.MODEL_TEXT and printed in the paper.
 MODELS: dict[str, ModelSpec] = {
-    "mlp512": _mlp((512,), 406528),
-    "mlp354x2": _mlp((354, 354), 406392),
-    "mlp294x3": _mlp((294, 294, 294), 406308),
-    **{name: _mlp((width,), source=WIDTH_SWEEP_SOURCE)
-       for name, width in zip(SWEEP_MODELS, SWEEP_WIDTHS)},
+    "mlp512": _mlp((512,)),
+    "mlp354x2": _mlp((354, 354)),
+    "mlp294x3": _mlp((294, 294, 294)),
+    **{name: _mlp((width,)) for name, width in zip(SWEEP_MODELS, SWEEP_WIDTHS)},
     "fcn": ModelSpec(
-        label="FCN", family="mlp", source="000 §3.2, Table 3 (FCN)",
-        choices="fully-connected network 784-256-10, ReLU; sizes not stated by the study",
-        loss="l2", target="onehot", params=tuple(dense("fc0", 784, 256) + dense("fc1", 256, 10)),
+        family="mlp", loss="l2", target="onehot",
+        params=tuple(dense("fc0", 784, 256) + dense("fc1", 256, 10)),
         arch={"sizes": (784, 256, 10)}, frozen=("fc0.weight", "fc0.bias"), **MNIST),
     "cnn": ModelSpec(
-        label="CNN", family="cnn", source="000 §3.2, Table 3 (CNN)",
-        choices="conv 3x3 1->8 (pad 1), ReLU, conv 3x3 8->16 (stride 2, pad 1), ReLU, "
-        "dense 3136->10 on 28x28 images; sizes not stated by the study",
-        loss="l2", target="onehot", reference="torch",
+        family="cnn", loss="l2", target="onehot", reference="torch",
         params=tuple(conv("conv0", 1, CNN_CHANNELS[0], 3) + conv("conv1", *CNN_CHANNELS, 3)
                      + dense("fc", CNN_CHANNELS[1] * 14 * 14, 10)),
         arch={"channels": CNN_CHANNELS, "kernel": 3, "strides": (1, 2), "padding": 1},
         frozen=("conv0.weight", "conv0.bias", "conv1.weight", "conv1.bias"), **IMAGE),
     "lstm": ModelSpec(
-        label="LSTM", family="lstm", source="000 §3.2, Table 3 (LSTM)",
-        choices=f"one LSTM layer, hidden {LSTM_HIDDEN}, over the 28 rows of a 28x28 image "
-        "(28 steps of 28 features), dense 64->10 on the last hidden state",
-        input_shape=(28, 28), output_shape=(10,), loss="l2", target="onehot",
+        family="lstm", input_shape=(28, 28), output_shape=(10,), loss="l2", target="onehot",
         reference="torch",
         params=(Param("lstm.W_ih", (28, 4 * LSTM_HIDDEN), "glorot", 28, 4 * LSTM_HIDDEN),
                 Param("lstm.W_hh", (LSTM_HIDDEN, 4 * LSTM_HIDDEN), "glorot", LSTM_HIDDEN,
@@ -527,133 +417,48 @@ MODELS: dict[str, ModelSpec] = {
         arch={"hidden": LSTM_HIDDEN, "steps": 28},
         frozen=("lstm.W_ih", "lstm.W_hh", "lstm.bias"), sequence_features=28),
     "resnet50": ModelSpec(
-        label="ResNet50", family="resnet", source="000 §3.2, Table 4",
-        choices="ResNet50 v1.5 (stride in the 3x3 convolution, as torchvision), 1000 classes, "
-        "batch norm in inference mode (running mean 0, variance 1), 32x32 RGB input "
-        "(the study's was presumably 224x224), Jacobian of the first 10 of 1000 logits",
-        input_shape=(3, 32, 32), output_shape=(1000,), loss="l2", target="onehot",
-        params=tuple(_resnet50_params(1000)), arch={"stages": RESNET50_STAGES},
-        batch_size=8, n_samples=64, jacobian_rows=10, reference="torch",
+        family="resnet", input_shape=(3, 32, 32), output_shape=(1000,), loss="l2",
+        target="onehot", params=tuple(_resnet50_params(1000)),
+        arch={"stages": RESNET50_STAGES}, batch_size=8, n_samples=64, jacobian_rows=10,
+        reference="torch",
         frozen=named(_resnet50_params(1000), "conv1.", "bn1.", "layer")),  # all but fc
     "dense": ModelSpec(
-        label="Dense", family="mlp", source="001 §3, Table 1 (dense layer)",
-        choices="one dense layer 256->128 without activation (Keras' default); size not "
-        "stated", input_shape=(256,), output_shape=(128,), loss="l2",
+        family="mlp", input_shape=(256,), output_shape=(128,), loss="l2",
         params=tuple(dense("fc0", 256, 128)), arch={"sizes": (256, 128), "linear": True}),
     "attention": ModelSpec(
-        label="Self-attention", family="attention", source="001 §2 (self-attention layer)",
-        choices=f"one single-head self-attention layer (nn.MultiheadAttention / Keras "
-        f"MultiHeadAttention), sequence {ATTENTION['length']}, embedding {ATTENTION['embed']}",
-        input_shape=(ATTENTION["length"], ATTENTION["embed"]),
+        family="attention", input_shape=(ATTENTION["length"], ATTENTION["embed"]),
         output_shape=(ATTENTION["length"], ATTENTION["embed"]), loss="l2", reference="torch",
         params=tuple(p for n in ("q", "k", "v", "o")
                      for p in dense(f"attn.{n}", ATTENTION["embed"], ATTENTION["embed"])),
         arch=ATTENTION),
     "fc_xent": ModelSpec(
-        label="FC + cross-entropy", family="mlp", source="001 §2 (fully-connected layer with "
-        "cross-entropy loss)", choices="one dense layer 784->10, mean softmax cross-entropy "
-        "over integer labels", loss="xent", params=tuple(dense("fc0", 784, 10)),
+        family="mlp", loss="xent", params=tuple(dense("fc0", 784, 10)),
         arch={"sizes": (784, 10), "linear": True}, **MNIST),
     "ctc": ModelSpec(
-        label="CTC", family="ctc", source="001 §2 (CTC loss)",
-        choices=f"dense {CTC['features']}->{CTC['classes']} per time step and log-softmax over "
-        f"{CTC['steps']} steps; CTC loss (blank 0, labels of length {CTC['label_length']}), "
-        "summed over the batch", input_shape=(CTC["steps"], CTC["features"]),
+        family="ctc", input_shape=(CTC["steps"], CTC["features"]),
         output_shape=(CTC["steps"], CTC["classes"]), loss="ctc", reference="torch",
         params=tuple(dense("fc", CTC["features"], CTC["classes"])), arch=CTC,
         batch_size=16, n_samples=1024),
     "rnn_cell": ModelSpec(
-        label="RNN cell", family="rnn_cell", source="002, the slides' example",
-        choices="next_h = tanh(W_h prev_h^T + W_x x^T), loss = sum(next_h), batch 1 as in the "
-        "slides; no biases", input_shape=(RNN_CELL["inputs"],),
+        family="rnn_cell", input_shape=(RNN_CELL["inputs"],),
         output_shape=(RNN_CELL["hidden"],), loss="sum",
-        params=(Param("W_h", (20, 20), "glorot", 20, 20), Param("W_x", (20, 10), "glorot", 10, 20)),
+        params=(Param("W_h", (20, 20), "glorot", 20, 20),
+                Param("W_x", (20, 10), "glorot", 10, 20)),
         arch=RNN_CELL, batch_size=1, n_samples=469, frozen=("W_h",),
         sequence_features=RNN_CELL["inputs"]),
 }
 
 
-# ================================================================ the study's tables, as data
-@dataclasses.dataclass(frozen=True)
-class TableInfo:
-    """One table of the paper: which cells it shows, what quantity, the study's numbers."""
-
-    name: str  # <results tree>/tables/<name>.{csv,md,tex}
-    title: str
-    models: tuple[str, ...]
-    tasks: tuple[str, ...]
-    quantity: str  # a raw-schema column
-    unit: str  # us | ms | s | 1e-5 s (the study's own units, so both sit side by side)
-    compiled: bool | None = None  # only compiled modes (True), only eager (False), all (None)
-    published: str | None = None  # report/published/<file>, the study's numbers
-    study_table: str = ""  # e.g. "000 Table 3"
-    improvement: bool = False  # eager -> compiled ratio per framework
-    # The frameworks it shows (None: every framework of FRAMEWORKS that was measured).
-    frameworks: tuple[str, ...] | None = None
-    # "columns": a column per (framework, mode), the study's layout, for few frameworks;
-    # "rows": a row per (framework, mode) under each model, a column per task: any number.
-    layout: str = "columns"
-    first_step: bool = False  # a time-to-first-step column (compile + first call)
-
-
+# ================================================================ the study's groups of cells
 MLPS = ("mlp512", "mlp354x2", "mlp294x3")  # the study's: depth at constant parameters
 # One hidden layer, width growing (the study's mlp512 among them), in order of width.
 MLP_WIDTHS = tuple(f"mlp{w}" for w in sorted((*SWEEP_WIDTHS, 512)))
 # The models of the seeds' documents: MODELS less the sweep's own sizes. The study's claims
 # and tables range over these; a sweep model is measured by its sweep's config alone.
 STUDY_MODELS = tuple(m for m in MODELS if m not in SWEEP_MODELS)
-JACOBIANS = ("jacobian_rows", "jacobian_vectorized")
+STUDY_JACOBIAN_MODELS = ("fcn", "cnn", "lstm")  # the study's Table 3: its "small" models
+STUDY_LARGE_MODELS = ("resnet50",)  # its Table 4: the "larger model"
 STUDY_FRAMEWORKS = ("torch", "tensorflow")  # what the study's own tables compare
-
-# The study's documents (shared/seeds), as a reader knows them: the spec and claims.json cite
-# them by number ("000 Table 1"), the paper by name (cited).
-DOCUMENTS = {
-    "000": "the study",
-    "001": "the study's draft",
-    "002": "the JIT slides",
-    "003": "the PyTorch, MXNet and Theano lecture",
-    "004": "the PyTorch talk",
-}
-_DOCUMENT_NUMBER = re.compile(r"(?<![\w.])(00[0-4])(?![\w.])(\s+(?=[^\s,;()]))?")
-
-
-def cited(text: str) -> str:
-    """'000 Table 1' -> 'the study, Table 1': document numbers replaced by their names."""
-    return _DOCUMENT_NUMBER.sub(
-        lambda m: DOCUMENTS[m[1]] + (", " if m[2] else ""), str(text)
-    )
-TABLES: tuple[TableInfo, ...] = (
-    TableInfo("table1_eager", "Eager mode: backward pass", MLPS, ("backward",), "backward_s",
-              "us", compiled=False, published="table1_eager.csv", study_table="000 Table 1",
-              frameworks=STUDY_FRAMEWORKS),
-    TableInfo("table2_compiled", "Compiled mode: whole step, forward + backward", MLPS,
-              ("backward",), "step_s", "us", compiled=True, published="table2_compiled.csv",
-              study_table="000 Table 2", improvement=True, frameworks=STUDY_FRAMEWORKS),
-    TableInfo("table3_jacobian", "Jacobian of the output w.r.t. the input: FCN, CNN, LSTM",
-              ("fcn", "cnn", "lstm"), JACOBIANS, "step_s", "1e-5 s",
-              published="table3_jacobian.csv", study_table="000 Table 3",
-              frameworks=STUDY_FRAMEWORKS),
-    TableInfo("table4_resnet50", "Jacobian of ResNet50's output w.r.t. its input",
-              ("resnet50",), JACOBIANS, "step_s", "s", published="table4_resnet50.csv",
-              study_table="000 Table 4", frameworks=STUDY_FRAMEWORKS),
-    TableInfo("table5_dense", "Jacobian of a dense layer", ("dense",), JACOBIANS, "step_s",
-              "s", published="table5_dense.csv", study_table="001 Table 1",
-              frameworks=STUDY_FRAMEWORKS),
-    TableInfo("table6_hypothesis0", "One backward pass vs the loss Jacobian w.r.t. all "
-              "parameters", STUDY_MODELS, ("backward", "loss_jacobian"), "step_s",
-              "us", study_table="001 Hypothesis 0", layout="rows"),
-    TableInfo("table7_layers", "The other layers the study's documents name: every task",
-              ("attention", "fc_xent", "ctc", "rnn_cell"), STUDY_TASKS, "step_s", "us",
-              study_table="001 §2, 002", layout="rows"),
-    TableInfo("table8_frameworks", "Every framework and mode: a training step of the MLPs "
-              "and the RNN cell", MLPS + ("rnn_cell",), ("backward",), "step_s", "us",
-              study_table="002, 003 (systems named)", improvement=True, layout="rows",
-              first_step=True),
-    TableInfo("table9_jacobians", "Every framework and mode: the Jacobians of the study's "
-              "models", MLPS + ("dense", "fcn", "cnn", "lstm", "resnet50"), JACOBIANS, "step_s",
-              "ms", study_table="000 Tables 3-4, 001 Table 1 (extended)", layout="rows"),
-)
-TABLE_NAMES = tuple(t.name for t in TABLES)
 
 
 # ================================================================ workloads and cells
@@ -759,6 +564,92 @@ class Cell:
 
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
+WORKLOAD_SIZES = ("warmup", "iterations", "n_samples", "batch_size", "jacobian_rows")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellDescription:
+    """One timing job's whole input: the cell (its coordinates) and its workload (data sizes
+    and iterations).  Written once, by the workflow, from the config; handed to the timing
+    job whole (measure.py --cell); stored in the cell's raw file and derivative file; read
+    back from there by the analysis.  A cell's paths are its human index, never its truth."""
+
+    cell: Cell
+    workload: Workload
+
+    def __post_init__(self):
+        problems = description_problems(self.cell, self.workload)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def as_dict(self) -> dict:
+        return {"cell": dataclasses.asdict(self.cell),
+                "workload": dataclasses.asdict(self.workload)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CellDescription:
+        """From as_dict's shape (a raw file's metadata holds it): an unknown or missing key
+        is an error naming it."""
+        parts = {"cell": Cell, "workload": Workload}
+        if not isinstance(data, dict) or set(data) - set(parts) or not set(parts) <= set(data):
+            raise ValueError(f"a cell description has the keys {sorted(parts)}, got "
+                             f"{sorted(data) if isinstance(data, dict) else type(data).__name__}")
+        values = {}
+        for name, kind in parts.items():
+            fields = {f.name for f in dataclasses.fields(kind)}
+            given = data[name]
+            if set(given) - fields:
+                raise ValueError(f"{name}: unknown key(s) {sorted(set(given) - fields)} "
+                                 f"(known: {sorted(fields)})")
+            if name == "workload" and given.get("model") not in MODELS:
+                raise ValueError(f"workload.model: unknown model {given.get('model')!r}")
+            values[name] = given
+        cell = Cell(**values["cell"])
+        return cls(cell, Workload(**values["workload"]))
+
+    @classmethod
+    def from_json(cls, text: str) -> CellDescription:
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def of(cls, framework: str, mode: str, model: str, task: str = "backward",
+           device: str = "cpu", threads: int = 1, seed: int = 0,
+           **workload) -> CellDescription:
+        """A description from its coordinates and any workload sizes (the model's defaults
+        for the others)."""
+        cell = Cell(framework, mode, model, task, device, threads, seed)
+        return cls(cell, Workload(model=model, seed=seed, task=task, **workload))
+
+
+def description_problems(cell: Cell, workload: Workload) -> list[str]:
+    """What makes a (cell, workload) no cell of this experiment, each naming its key."""
+    problems = []
+    if cell.framework not in FRAMEWORKS:
+        problems.append(f"cell.framework: unknown framework {cell.framework!r}")
+    elif cell.mode not in FRAMEWORKS[cell.framework].modes:
+        problems.append(f"cell.mode: {cell.mode!r} is not a {cell.framework} mode (valid: "
+                        f"{', '.join(FRAMEWORKS[cell.framework].modes)})")
+    for key, known in (("model", MODELS), ("task", TASKS), ("device", DEVICES)):
+        if getattr(cell, key) not in known:
+            problems.append(f"cell.{key}: unknown {key} {getattr(cell, key)!r}")
+    for key in ("model", "task", "seed"):
+        if getattr(cell, key) != getattr(workload, key):
+            problems.append(f"workload.{key}: {getattr(workload, key)!r} is not the cell's "
+                            f"{getattr(cell, key)!r}")
+    sizes = {"cell.threads": cell.threads, "workload.iterations": workload.iterations,
+             "workload.n_samples": workload.n_samples,
+             "workload.batch_size": workload.batch_size,
+             "workload.jacobian_rows": workload.jacobian_rows}
+    problems += [f"{key}: {value!r} is not a whole number >= 1" for key, value in sizes.items()
+                 if not isinstance(value, int) or value < 1]
+    if not isinstance(workload.warmup, int) or workload.warmup < 0:
+        problems.append(f"workload.warmup: {workload.warmup!r} is not a whole number >= 0")
+    if not isinstance(cell.seed, int) or cell.seed < 0:
+        problems.append(f"cell.seed: {cell.seed!r} is not a whole number >= 0")
+    return problems
 # Paths of a results tree, relative to its root: results/ for the default config, the
 # `results` key of any other (workflow/rules/common.smk), so configs never share cells.
 # A cell's place in each per-cell folder (raw/, gradients/, logs/measure/, ...).
@@ -769,22 +660,6 @@ GRADIENT_PATTERN = "gradients/" + CELL_PATH + ".npz"
 LOG_PATTERN = "logs/measure/" + CELL_PATH + ".log"  # the timing job's log: what went wrong
 # The float64 ground truth of a model's derivative, shared by every cell that computes it.
 REFERENCE_PATTERN = "reference/{model}/{derivative}/seed{seed}.npz"
-
-
-_FIELD_REGEX = {"threads": r"\d+", "seed": r"\d+"}
-
-
-def cell_from_path(path: str, pattern: str = RAW_PATTERN) -> Cell:
-    """The cell a raw (or gradient) file belongs to, parsed back from its path."""
-    regex = "(?:^|/)"  # whole path components: "results/myraw/..." is not a raw path
-    for literal, field, _, _ in string.Formatter().parse(pattern):
-        regex += re.escape(literal) + (rf"(?P<{field}>{_FIELD_REGEX.get(field, '[^/]+')})"
-                                        if field else "")
-    match = re.search(regex + "$", path)
-    if not match:
-        raise ValueError(f"{path}: does not match the layout {pattern}")
-    fields = match.groupdict()
-    return Cell(**{k: int(v) if k in ("threads", "seed") else v for k, v in fields.items()})
 
 
 def invalid_pairs(frameworks: dict[str, Iterable[str]]) -> list[str]:

@@ -60,7 +60,7 @@ def first_iteration_stats(iterations: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-# A variable-length task's epoch (spec.SEQUENCES), per process: its measured iterations are
+# A variable-length task's epoch (spec.SEQUENCE_TASKS), per process: its measured iterations are
 # one epoch of varying lengths, so its time is their sum, compilations included; the
 # iterations that traced anew (the `traces` counter rose) are its retraces.
 EPOCH = "epoch_s"

@@ -1,4 +1,4 @@
-"""Every table of spec.TABLES from aggregated statistics: tidy CSV, Markdown and LaTeX.
+"""Every table of report_spec.TABLES from aggregated statistics: tidy CSV, Markdown and LaTeX.
 
 Nothing here lists frameworks, modes, models or tables.  Layout "columns" (the study's):
 rows are a table's models x tasks present in the data (in device/threads blocks when
@@ -38,16 +38,16 @@ import pandas as pd
 
 from adbench import formatting as fmt
 from adbench import stats
-from adbench.selection import table_modes
-from adbench.spec import (
-    FRAMEWORKS,
-    MODELS,
+from adbench.report_spec import (
     TABLES,
-    TASKS,
     TableInfo,
-    eager_mode_of,
-    timed_quantities,
+    framework_label,
+    mode_label,
+    model_label,
+    task_label,
 )
+from adbench.selection import table_modes
+from adbench.spec import FRAMEWORKS, MODELS, TASKS, eager_mode_of, timed_quantities
 
 STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median", "iqr")
 RATIOS = (*stats.IMPROVEMENTS, "task_ratio")
@@ -83,13 +83,9 @@ EMPTY_NOTE = "Not measured in this run: no cell of this table is in the config."
 
 
 # ----------------------------------------------------------------------------- spec facts
-def mode_label(framework: str, mode: str) -> str:
-    return FRAMEWORKS[framework].modes[mode].label
-
-
 def column_label(framework: str, mode: str) -> str:
     """'PyTorch (TorchScript)': how a (framework, mode) column is headed."""
-    return f"{FRAMEWORKS[framework].label} ({mode_label(framework, mode)})"
+    return f"{framework_label(framework)} ({mode_label(framework, mode)})"
 
 
 def records(table: TableInfo, framework: str, mode: str, task: str) -> bool:
@@ -298,10 +294,10 @@ def add_labels(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     tidy["table"] = table.name
     tidy["quantity"] = table.quantity
     tidy["unit"] = table.unit
-    tidy["model_label"] = [MODELS[m].label for m in tidy["model"]]
+    tidy["model_label"] = [model_label(m) for m in tidy["model"]]
     tidy["n_parameters"] = [MODELS[m].n_parameters for m in tidy["model"]]
-    tidy["task_label"] = [TASKS[t].label for t in tidy["task"]]
-    tidy["framework_label"] = [FRAMEWORKS[f].label for f in tidy["framework"]]
+    tidy["task_label"] = [task_label(t) for t in tidy["task"]]
+    tidy["framework_label"] = [framework_label(f) for f in tidy["framework"]]
     tidy["mode_label"] = [mode_label(f, m) for f, m in zip(tidy["framework"], tidy["mode"])]
     tidy["compiled"] = [
         FRAMEWORKS[f].modes[m].compiled for f, m in zip(tidy["framework"], tidy["mode"])

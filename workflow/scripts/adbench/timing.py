@@ -13,11 +13,9 @@ peak and what is held once the last step returned); `time_iterations` calls its
 from __future__ import annotations
 
 import ctypes
-import time
 from typing import Callable, Protocol
 
-Clock = Callable[[], float]
-DEFAULT_CLOCK: Clock = time.perf_counter
+from adbench.clock import DEFAULT_CLOCK, Clock
 
 
 class Steppable(Protocol):
@@ -60,30 +58,6 @@ def time_iterations(
             }
         )
     return rows
-
-
-def split_timer(forward: Callable[[], object], backward: Callable[[object], object],
-                sync: Callable[[], None], clock: Clock) -> dict[str, float]:
-    """Time an eager iteration as forward, then backward, syncing before each clock read."""
-    sync()
-    t0 = clock()
-    loss = forward()
-    sync()
-    t1 = clock()
-    backward(loss)
-    sync()
-    t2 = clock()
-    return {"forward_s": t1 - t0, "backward_s": t2 - t1, "step_s": t2 - t0}
-
-
-def whole_timer(step: Callable[[], object], sync: Callable[[], None],
-                clock: Clock) -> dict[str, float]:
-    """Time a compiled iteration as one step (forward and backward cannot be separated)."""
-    sync()
-    t0 = clock()
-    step()
-    sync()
-    return {"step_s": clock() - t0}
 
 
 # ================================================================ memory (Linux /proc)

@@ -12,6 +12,7 @@ from adbench import formatting as fmt
 from adbench import report_stats
 from adbench.claims import CLAIMS
 from adbench.formatting import latex
+from adbench.report_spec import model_label, task_description, task_label
 from adbench.spec import DEVICES, MODELS, TASKS
 from adbench.tables import column_label
 from adbench.verdicts import NOT_MEASURED
@@ -40,14 +41,14 @@ def claim_devices(claim) -> list[str]:
 
 def frozen_parts(measured_models) -> list[dict]:
     """The frozen part of each measured model that has one (spec.ModelSpec.frozen)."""
-    return [{"model": latex(MODELS[m].label), "part": latex(", ".join(MODELS[m].frozen))}
+    return [{"model": latex(model_label(m)), "part": latex(", ".join(MODELS[m].frozen))}
             for m in MODELS if m in measured_models and MODELS[m].frozen]
 
 
 def comparison_rows(comparisons: pd.DataFrame, key: str) -> list[dict]:
     mine = comparisons[(comparisons["claim"] == key)
                        & (comparisons["verdict"] != NOT_MEASURED)]
-    return [{"model": latex(MODELS[r["numerator_model"]].label),
+    return [{"model": latex(model_label(r["numerator_model"])),
              "mode": latex(column_label(r["numerator_framework"], r["numerator_mode"])),
              "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
              "processes": int(r["n_processes"]), "verdict": latex(r["verdict"])}
@@ -72,8 +73,8 @@ def variants_context(cells: pd.DataFrame | None, claims: pd.DataFrame,
                        "rows": comparison_rows(comparisons, claim.key),
                        "only_on": ", ".join(devices) if devices != list(DEVICES) else None})
     return {
-        "tasks": [{"label": latex(TASKS[t].label), "description": latex(TASKS[t].description),
-                   "varies": latex(TASKS[varied].label)}
+        "tasks": [{"label": latex(task_label(t)), "description": latex(task_description(t)),
+                   "varies": latex(task_label(varied))}
                   for t, varied in variant_tasks().items() if t in set(ran["task"])],
         "frozen_parts": frozen_parts(set(ran.loc[ran["task"].map(
             lambda t: TASKS[t].frozen), "model"])),

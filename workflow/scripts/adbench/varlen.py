@@ -1,4 +1,4 @@
-"""Variable-length inputs (spec.SEQUENCES; 004's claim): the table of each condition's epoch
+"""Variable-length inputs (spec.SEQUENCE_TASKS; 004): the table of each condition's epoch
 and what its compiler paid, and the paper's section (report/sections/varlen.tex.j2) with
 the claim that judges it (claims.varying_lengths).  Text escaped for LaTeX."""
 
@@ -10,12 +10,13 @@ from adbench import formatting as fmt
 from adbench import report_stats
 from adbench.claims import CLAIMS
 from adbench.formatting import latex
+from adbench.report_spec import SEQUENCE_TEXT, model_label
 from adbench.spec import (
     MODELS,
     SEQUENCE_BUCKETS,
     SEQUENCE_LENGTHS,
+    SEQUENCE_STRATEGIES,
     SEQUENCE_TASKS,
-    SEQUENCES,
     TASKS,
 )
 from adbench.stats import EPOCH, SEQUENCE_COLUMNS
@@ -61,7 +62,7 @@ def traces(value) -> str:
 
 def table_rows(table: pd.DataFrame) -> list[dict]:
     several_blocks = len(set(zip(table["device"], table["threads"]))) > 1
-    return [{"model": latex(MODELS[r.model].label),
+    return [{"model": latex(model_label(r.model)),
              "mode": latex(column_label(r.framework, r.mode)),
              "block": latex(fmt.block(r.device, r.threads)) if several_blocks else "",
              "strategy": latex(r.strategy), "n": int(r.n_processes),
@@ -93,12 +94,12 @@ def varlen_context(cells: pd.DataFrame | None, claims: pd.DataFrame,
     return {
         "lengths": f"{SEQUENCE_LENGTHS[0]} to {SEQUENCE_LENGTHS[1]}",
         "buckets": ", ".join(map(str, SEQUENCE_BUCKETS)),
-        "strategies": [{"name": latex(s), "task": latex(t), "words": latex(SEQUENCES[s])}
-                       for s, t in zip(SEQUENCES, SEQUENCE_TASKS)],
-        "models": [latex(MODELS[m].label) for m in MODELS
+        "strategies": [{"name": latex(s), "task": latex(t), "words": latex(SEQUENCE_TEXT[s])}
+                       for s, t in zip(SEQUENCE_STRATEGIES, SEQUENCE_TASKS)],
+        "models": [latex(model_label(m)) for m in MODELS
                    if m in set(ran["model"]) and MODELS[m].sequence_features],
         "rows": table_rows(varlen_table(cells)),
-        "not_ok": [{"model": latex(MODELS[r.model].label),
+        "not_ok": [{"model": latex(model_label(r.model)),
                     "mode": latex(column_label(r.framework, r.mode)),
                     "strategy": latex(TASKS[r.task].sequence), "status": latex(r.status),
                     "message": latex(str(r.message)[:160])}

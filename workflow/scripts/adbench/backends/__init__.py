@@ -58,7 +58,7 @@ results tree), never the user's home; `choices` says whether a cache was cold or
                                  (trained_params: every one outside spec.ModelSpec.frozen)
     task derivative "jacobian":  (nan,  [J]) with J of shape spec.jacobian_shape(rows):
                                  d output.flatten()[:rows] / d x (one example, canonical layout)
-    task derivative "loss":      reference.loss_as_array(loss): the forward task
+    task derivative "loss":      derivatives.loss_as_array(loss): the forward task
                                  (spec.FORWARD_TASK) takes no derivative, its loss is checked
 
 The forward task times the loss alone, as the mode runs a function its users do not
@@ -76,7 +76,7 @@ from typing import Callable
 import numpy as np
 
 from adbench.spec import FRAMEWORKS, TASKS
-from adbench.timing import Clock
+from adbench.clock import Clock
 
 
 class UnsupportedCell(RuntimeError):

@@ -29,8 +29,8 @@ from autograd.scipy.special import logsumexp
 
 from adbench import spec
 from adbench.backends import Prepared, UnsupportedCell, blas, no_sync, trained_params
-from adbench.reference import loss_as_array
-from adbench.timing import split_timer, whole_timer
+from adbench.derivatives import loss_as_array
+from adbench.clock import split_timer, whole_timer
 
 
 # ================================================================ environment

@@ -25,8 +25,8 @@ import numpy as np
 
 from adbench import spec
 from adbench.backends import Prepared, UnsupportedCell, blas, no_sync
-from adbench.reference import loss_as_array
-from adbench.timing import split_timer, whole_timer
+from adbench.derivatives import loss_as_array
+from adbench.clock import split_timer, whole_timer
 
 NO_JACOBIAN_API = ("chainer 7.8.1 has no Jacobian API: no jacobian function and no "
                    "vectorisation over vector-Jacobian products (only Variable.backward and "
@@ -84,7 +84,7 @@ def _named(model_spec: spec.ModelSpec, chain, forward, entries: dict, choices=No
     own inverse here (identity or transpose)."""
     names = [p.name for p in model_spec.params]
     if sorted(names) != sorted(entries):
-        raise ValueError(f"{model_spec.label}: parameters {sorted(entries)} do not match the "
+        raise ValueError(f"{model_spec.family}: parameters {sorted(entries)} do not match the "
                          f"spec's {sorted(names)}")
     params = [entries[n][0] for n in names]
     layouts = [entries[n][1] for n in names]

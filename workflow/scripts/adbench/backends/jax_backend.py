@@ -46,8 +46,8 @@ from adbench.backends import (
     device_not_visible,
     trained_params,
 )
-from adbench.reference import loss_as_array
-from adbench.timing import split_timer, whole_timer
+from adbench.derivatives import loss_as_array
+from adbench.clock import split_timer, whole_timer
 
 MODES = ("eager", "jit")
 
@@ -661,7 +661,7 @@ NO_TASK = {
 
 
 # ================================================================ variable lengths
-# What each mode does with the batches of each strategy (spec.SEQUENCES): the cell's
+# What each mode does with the batches of each strategy (spec.SEQUENCE_STRATEGIES): the cell's
 # `shape_policy` choice.  "dynamic" is refused in both modes (no_dynamic_shapes).
 SHAPE_POLICY = {
     "eager": "op by op at whatever length the batch has: no trace or compilation of the "
@@ -841,7 +841,7 @@ def sequence_choices(workload: spec.Workload, mode: str) -> dict[str, str]:
                     "unroll every step into the program), h = jnp.where(t < lengths, "
                     "h_new, h), the same code for every strategy; loss sum(h)",
     }[workload.spec.family]
-    return {"sequence": f"{strategy}: {spec.SEQUENCES[strategy]}",
+    return {"sequence": strategy,
             "shape_policy": policy if isinstance(policy, str) else policy[strategy],
             "sequence_model": model + (" (the scans run as Python loops under "
                                        "disable_jit)" if mode == "eager" else "")}

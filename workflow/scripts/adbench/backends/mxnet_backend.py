@@ -44,8 +44,8 @@ from mxnet.gluon import nn, rnn
 
 from adbench import spec
 from adbench.backends import Prepared, UnsupportedCell, blas, trained_params
-from adbench.reference import loss_as_array
-from adbench.timing import split_timer, whole_timer
+from adbench.derivatives import loss_as_array
+from adbench.clock import split_timer, whole_timer
 
 
 # ================================================================ environment
@@ -363,7 +363,7 @@ def build(model_spec: spec.ModelSpec, arrays: list[np.ndarray], ctx, dtype: str 
     named = model.named()
     names = [p.name for p in model_spec.params]
     if sorted(named) != sorted(names):
-        raise ValueError(f"{model_spec.label}: parameters {sorted(named)} do not match the "
+        raise ValueError(f"{model_spec.family}: parameters {sorted(named)} do not match the "
                          f"spec's {sorted(names)}")
     binds = [named[n] for n in names]
     for (param, (to_mx, _)), array in zip(binds, arrays, strict=True):
@@ -378,7 +378,7 @@ def build(model_spec: spec.ModelSpec, arrays: list[np.ndarray], ctx, dtype: str 
     trained = {id(p) for p, _ in binds}
     for param in model.collect_params().values():  # every other parameter stays fixed
         if id(param) not in trained and param.grad_req != "null":
-            raise ValueError(f"{model_spec.label}: {param.name} is trained but not in the spec")
+            raise ValueError(f"{model_spec.family}: {param.name} is trained, not in the spec")
     if model_spec.family == "resnet":  # batch norm: running mean 0, variance 1
         for param in model.collect_params().values():
             if param.name.endswith("running_mean"):

@@ -122,7 +122,7 @@ def _jacobian_vectorized(out, x, rows: int):
 
 DIALECT = graphs.Dialect(
     framework=pytensor,
-    label=spec.FRAMEWORKS["pytensor"].label,
+    label="PyTensor",
     scan=_scan,
     tensor=lambda name, dtype, shape: pt.tensor(name, dtype=dtype, shape=shape),
     sigmoid=pt.sigmoid,

@@ -22,8 +22,8 @@ import numpy as np
 
 from adbench import spec
 from adbench.backends import UnsupportedCell, no_sync, trained_params
-from adbench.reference import loss_as_array
-from adbench.timing import whole_timer
+from adbench.derivatives import loss_as_array
+from adbench.clock import whole_timer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,7 +404,7 @@ def check_output_dtypes(function, dtype: str) -> None:
 def timed_function(function, batches: list[tuple], n_inputs: int, workload, after_call=None):
     """(run, derivatives) of a compiled task function (it computes synchronously and returns
     numpy arrays): run times one call, then `after_call()`; derivatives unpacks its outputs
-    (the forward task's one output, its loss, as reference.loss_as_array)."""
+    (the forward task's one output, its loss, as derivatives.loss_as_array)."""
 
     def args(i):
         return batches[i % len(batches)][:n_inputs]

@@ -22,8 +22,8 @@ import tensorflow as tf
 from adbench import spec
 from adbench.backends import (Prepared, UnsupportedCell, check_sequence_model,
                               device_not_visible, no_sync, trained_params)
-from adbench.reference import loss_as_array
-from adbench.timing import split_timer, whole_timer
+from adbench.derivatives import loss_as_array
+from adbench.clock import split_timer, whole_timer
 
 keras = tf.keras  # Keras 3, as `import keras` gives TensorFlow users
 
@@ -405,7 +405,7 @@ def _model(model_spec, forward, named: _Named, keras_model, images=False, choice
     """Order the named variables as the spec's params (a name missing or extra is a bug)."""
     names = [p.name for p in model_spec.params]
     if sorted(names) != sorted(named.entries):
-        raise ValueError(f"{model_spec.label}: variables {sorted(named.entries)} "
+        raise ValueError(f"{model_spec.family}: variables {sorted(named.entries)} "
                          f"do not match the spec's params {sorted(names)}")
     variables, layouts = zip(*(named.entries[n] for n in names))
     return Model(forward, list(variables), list(layouts), keras_model, images, choices or {})
@@ -654,7 +654,7 @@ MODE_CHOICES = {
 }
 
 
-# How each mode meets a variable-length task's batch shapes (spec.SEQUENCES), and what its
+# How each mode meets a variable-length task's batch shapes (its strategy), and what its
 # `traces` counts.
 XLA_PER_SHAPE = ("XLA compiles per concrete input shape even where tf.function does not "
                  "retrace (its compile cache is keyed by the shapes: a step at a new length "
@@ -666,7 +666,7 @@ XLA_PER_SHAPE = ("XLA compiles per concrete input shape even where tf.function d
 
 def shape_policy(mode: str, strategy: str) -> dict[str, str]:
     """The choices a variable-length cell records: its strategy and its mode's shape policy."""
-    choices = {"sequence": f"{strategy}: {spec.SEQUENCES[strategy]}"}
+    choices = {"sequence": strategy}
     if mode == "eager":
         choices["shape_policy"] = ("define-by-run: each batch runs at its own steps (as the "
                                    "strategy pads it), nothing traced; traces 0")

@@ -167,7 +167,7 @@ def _no_jacobian_vectorized(out, x, rows: int):
 
 DIALECT = graphs.Dialect(
     framework=theano,
-    label=spec.FRAMEWORKS["theano"].label,
+    label="Theano",
     scan=_scan,
     tensor=_tensor,
     sigmoid=T.nnet.sigmoid,

@@ -29,10 +29,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from adbench import spec
-from adbench.reference import loss_as_array
+from adbench.derivatives import loss_as_array
 from adbench.backends import (Prepared, UnsupportedCell, check_sequence_model,
                               device_not_visible, no_sync, trained_params)
-from adbench.timing import split_timer, whole_timer
+from adbench.clock import split_timer, whole_timer
 
 
 def configure_threads(threads: int) -> dict:
@@ -411,7 +411,7 @@ MODE_CHOICES = {
 }
 
 
-# The variable-length task with dynamic shapes (spec.SEQUENCES["dynamic"]) in compile mode.
+# The variable-length task with dynamic shapes ("dynamic") in compile mode.
 DYNAMIC_COMPILE_CHOICE = (
     "torch.compile(backend='inductor', mode=None, dynamic=True, fullgraph=False): Dynamo + "
     "AOTAutograd + Inductor {kernels} kernels, compiled lazily in the first timed iteration "
@@ -962,7 +962,7 @@ def sequence_task(net, binds, batches, workload, sync, mode) -> Prepared:
     else:
         f, compile_s, notes = transform(module, mode, batch(0))
     choices = {"backward": "loss.backward(), .grad cleared outside the clock",
-               "sequence_strategy": f"{strategy}: {spec.SEQUENCES[strategy]}",
+               "sequence_strategy": strategy,
                "sequence_shapes": _sequence_shapes(workload),
                "shape_policy": _shape_policy(mode, strategy, family),
                "sequence_model": SEQUENCE_MODELS[family], **notes}
