@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "workflow", "scripts"))
 
 from adbench import derivatives, provenance, spec, timing  # noqa: E402
-from adbench.backends import UnsupportedCell, load  # noqa: E402
+from adbench import backends  # noqa: E402
+from adbench.backends import UnsupportedCell  # noqa: E402
 
 
 def run_cell(backend, framework: str, cell: dict, npz: str) -> dict:
@@ -35,7 +36,12 @@ def run_cell(backend, framework: str, cell: dict, npz: str) -> dict:
         iterations=cell.get("iterations", 2))
     result = {**cell, "status": "ok", "message": ""}
     loss, grads = None, []
+    capabilities = backends.capabilities(framework)
     try:
+        # As measure.py: what the backend declares it refuses never reaches prepare.
+        declared = capabilities.refusal(cell["mode"], cell["model"], cell["task"], "cpu")
+        if declared:
+            raise UnsupportedCell(declared)
         prepared = backend.prepare(workload, cell["mode"], "cpu")
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
         rows = timing.time_iterations(prepared, workload.warmup, workload.iterations,
@@ -47,11 +53,14 @@ def run_cell(backend, framework: str, cell: dict, npz: str) -> dict:
             compile_s=prepared.compile_s, cpu_utilisation=(provenance.cpu_seconds() - cpu) / wall)
         result["traces"] = [row.get("traces") for row in rows]  # Prepared.traces, per row
         loss, grads = prepared.derivatives(0)
-    except UnsupportedCell as exc:
-        result.update(status="unsupported", message=str(exc))
-    except Exception as exc:  # the test reports it, with the traceback
-        result.update(status="failed", message=f"{type(exc).__name__}: {exc}",
-                      traceback=traceback.format_exc())
+    except Exception as exc:  # a declared refusal, or a failure the test reports
+        refusal = backends.refused(capabilities, cell["mode"], workload, "cpu", exc)
+        if refusal is not None:
+            result.update(status="unsupported", message=str(refusal),
+                          at_run_time=not isinstance(exc, UnsupportedCell))
+        else:
+            result.update(status="failed", message=f"{type(exc).__name__}: {exc}",
+                          traceback=traceback.format_exc())
     derivatives.write_derivatives(npz, result["status"], loss, grads)
     return result
 
@@ -62,7 +71,7 @@ def main(framework: str, cells_file: str, outdir: str) -> int:
     os.environ["ADBENCH_CACHE_DIR"] = os.path.abspath(os.path.join(outdir, "cache"))
     with open(cells_file) as f:
         cells = json.load(f)
-    backend = load(framework)
+    backend = backends.load(framework)
     summary = {"threads_reported": backend.configure_threads(1),
                "versions": backend.versions(), "cells": []}
     for k, cell in enumerate(cells):

@@ -1,11 +1,17 @@
-"""Tests of a backend that runs in its own environment (its numpy and pins clash with ours).
+"""The conformance test of a backend, run in its own environment (its numpy and pins clash
+with ours): every cell of its modes x models x tasks either runs and matches the float64
+reference, or is refused as its package declares (adbench.backends.Capabilities): a cell it
+declares it refuses comes back with that reason; a cell refused at run time, with a declared
+run-time refusal covering it; a run-time refusal no cell of the run meets is stale.  What a
+backend can do is declared once, in the backend; nothing here lists it again.
 
-A framework's test file declares the cells its backend refuses and gets the generic tests:
+A framework's test file gets the generic tests:
 
     from isolated import BackendCells
-    CELLS = BackendCells("jax", known_unsupported={("jit", "ctc", "*"): "phrase of reason"})
+    CELLS = BackendCells("jax")
     results = CELLS.results_fixture()
-    test_cell_matches_the_float64_reference = CELLS.cell_test()
+    test_cell_conforms = CELLS.cell_test()
+    test_run_time_refusals_are_met = CELLS.refusals_test()
     test_threads_are_honoured = CELLS.threads_test()
 
 The environment is built from envs/<env>.yaml into .venvs/<env> exactly as the pipeline does
@@ -18,7 +24,6 @@ references.
 from __future__ import annotations
 
 import fcntl
-import fnmatch
 import itertools
 import json
 import os
@@ -31,7 +36,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adbench import derivatives, reference, spec
+from adbench import backends, derivatives, reference, spec
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNER = REPO / "tests" / "backend_runner.py"
@@ -100,21 +105,25 @@ FIXED_SHAPE_TASKS = [t for t, info in spec.TASKS.items()
 class BackendCells:
     """The tiny cells of one framework's modes x models x tasks, run in its environment."""
 
-    def __init__(self, framework: str, known_unsupported: dict[tuple, str],
-                 models=None, tasks=None, modes=None):
+    def __init__(self, framework: str, models=None, tasks=None, modes=None,
+                 extended: bool = False):
+        """`extended`: these cells belong to the extended tier (pytest -m extended, which
+        .ci/run runs): the tests made here are marked so, and their fixture runs only when
+        they are selected."""
         self.framework = framework
-        # (mode, model, task) patterns ("*" matches any) -> a phrase the reason must contain.
-        self.known_unsupported = known_unsupported
+        self.tier = pytest.mark.extended if extended else (lambda test: test)
+        self.capabilities = backends.capabilities(framework)  # declared: no framework import
         modes = modes or list(spec.FRAMEWORKS[framework].modes)
         self.cells = [tiny(model, task, mode) for mode, model, task in itertools.product(
             modes, models or BACKEND_TEST_MODELS, tasks or FIXED_SHAPE_TASKS)]
 
-    def known_reason(self, cell: dict) -> str | None:
-        for pattern, phrase in self.known_unsupported.items():
-            key = (cell["mode"], cell["model"], cell["task"])
-            if all(fnmatch.fnmatch(v, p) for p, v in zip(pattern, key)):
-                return phrase
-        return None
+    def declared(self, cell: dict) -> str | None:
+        """The reason the backend declares it refuses the cell with, before it runs."""
+        return self.capabilities.refusal(cell["mode"], cell["model"], cell["task"], "cpu")
+
+    def run_time_refusals(self, cell: dict) -> list[backends.Refusal]:
+        return [r for r in self.capabilities.refusals if r.at_run_time
+                and r.covers(cell["mode"], cell["model"], cell["task"], "cpu")]
 
     def run(self, outdir: Path) -> dict:
         python = venv_python(self.framework)
@@ -142,9 +151,23 @@ class BackendCells:
         ids = [f"{c['mode']}-{c['model']}-{c['task']}" for c in self.cells]
 
         @pytest.mark.parametrize("k", range(len(self.cells)), ids=ids)
-        def test_cell_matches_the_float64_reference(results, k):
+        def test_cell_conforms(results, k):
             self.check_cell(results, k)
-        return test_cell_matches_the_float64_reference
+        return self.tier(test_cell_conforms)
+
+    def refusals_test(self):
+        def test_run_time_refusals_are_met(results):
+            """A declared run-time refusal that covers cells of this run but that none of
+            them met is stale: the framework runs them now."""
+            met = {m for c in results["cells"] if c.get("at_run_time")
+                   for m in [c["message"]]}
+            for refusal in self.capabilities.refusals:
+                covered = [c for c in self.cells if refusal in self.run_time_refusals(c)
+                           and not self.declared(c)]
+                if refusal.at_run_time and covered:
+                    assert any(m.startswith(refusal.reason) for m in met), \
+                        f"no cell met the run-time refusal {refusal.reason!r}: drop it"
+        return self.tier(test_run_time_refusals_are_met)
 
     def threads_test(self):
         def test_threads_are_set_and_honoured(results):
@@ -155,7 +178,7 @@ class BackendCells:
             busy = [c["cpu_utilisation"] for c in results["cells"] if c["status"] == "ok"]
             # Median over cells: a short loop's CPU clock is coarse (10 ms ticks).
             assert busy and float(np.median(busy)) < 1.5, busy
-        return test_threads_are_set_and_honoured
+        return self.tier(test_threads_are_set_and_honoured)
 
     def pool_keys_test(self, pools: tuple[str, ...]):
         def test_thread_record_keys_pools_one_way(results):
@@ -164,19 +187,23 @@ class BackendCells:
             reported = results["threads_reported"]
             assert not pool_key_problems(reported), reported
             assert set(pools) <= set(reported), reported
-        return test_thread_record_keys_pools_one_way
+        return self.tier(test_thread_record_keys_pools_one_way)
 
     # ---------------------------------------------------------------- the check of one cell
     def check_cell(self, results: dict, k: int) -> None:
         cell, result = self.cells[k], results["cells"][k]
-        known = self.known_reason(cell)
+        declared = self.declared(cell)
+        if declared:
+            assert (result["status"], result["message"]) == ("unsupported", declared)
+            return
         if result["status"] == "failed":
             pytest.fail(f"{result['message']}\n{result.get('traceback', '')}")
         if result["status"] == "unsupported":
-            assert known and known in result["message"], \
-                f"refused without a known reason: {result['message']}"
+            reasons = [r.reason for r in self.run_time_refusals(cell)]
+            assert result.get("at_run_time") and any(
+                result["message"].startswith(r) for r in reasons), \
+                f"refused without a declared refusal: {result['message']}"
             return
-        assert known is None, f"runs now: drop the known refusal {known!r}"
         workload = spec.Workload(model=cell["model"], seed=cell["seed"], task=cell["task"],
                                  n_samples=cell["n_samples"], batch_size=cell["batch_size"],
                                  jacobian_rows=cell["jacobian_rows"])

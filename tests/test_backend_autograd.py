@@ -17,9 +17,7 @@ from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
-CELLS = BackendCells("autograd", known_unsupported={
-    ("*", "*", "backward_retained"): "no retain_graph",
-}, tasks=spec.STUDY_TASKS)
+CELLS = BackendCells("autograd", tasks=spec.STUDY_TASKS)
 CELLS.cells += variant_cells("autograd")
 # ResNet50's output Jacobian at seed 3 (one example): with one-thread OpenBLAS one
 # pre-activation of a layer3 block is 3.5e-8 in float64 and rounds to the other side of its
@@ -31,7 +29,8 @@ for _cell in CELLS.cells:
     if _cell["model"] == "resnet50" and _cell["task"].startswith("jacobian"):
         _cell["seed"] = 0
 results = CELLS.results_fixture()
-test_cell_matches_the_float64_reference = CELLS.cell_test()
+test_cell_conforms = CELLS.cell_test()
+test_run_time_refusals_are_met = CELLS.refusals_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
 test_thread_record_keys_pools_one_way = CELLS.pool_keys_test(("openblas:numpy", "openblas:scipy"))
 
@@ -54,7 +53,8 @@ def in_env(code: str, tmp_path, threads: int = 1) -> dict:
 def test_configure_threads_reports_the_blas_pools(tmp_path):
     """threadpoolctl sees numpy's and scipy's OpenBLAS and reports the count asked for (not a
     constant): 2 threads here, 1 in the cells above."""
-    out = in_env("import json, os; from adbench.backends import autograd_backend as ab; "
+    out = in_env("import json, os; from adbench import backends; "
+                 "ab = backends.load('autograd'); "
                  "json.dump(ab.configure_threads(2), open(os.environ['OUT'], 'w'))",
                  tmp_path, threads=2)
     assert {"openblas:numpy", "openblas:scipy"} <= set(out), out
@@ -68,7 +68,8 @@ def test_float64_models_match_the_reference_to_round_off(tmp_path):
     cells = [(m, t) for m in FLOAT64_MODELS for t in ("backward", "jacobian_rows")]
     workloads = {f"{m}/{t}": tiny(m, t, "eager") for m, t in cells}
     code = ("import json, os, numpy as np; from adbench import spec; "
-            "from adbench.backends import autograd_backend as ab; ab.configure_threads(1); "
+            "from adbench import backends; ab = backends.load('autograd'); "
+            "ab.configure_threads(1); "
             f"cells = {workloads!r}; out = {{}}\n"
             "for key, c in cells.items():\n"
             "    w = spec.Workload(model=c['model'], seed=c['seed'], task=c['task'], "

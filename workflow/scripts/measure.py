@@ -36,12 +36,8 @@ import traceback  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import derivatives, provenance, schema, spec, timing  # noqa: E402
-from adbench.backends import (  # noqa: E402
-    DeviceNotVisible,
-    UnsupportedCell,
-    check_sequence_model,
-    load,
-)
+from adbench import backends  # noqa: E402
+from adbench.backends import DeviceNotVisible, UnsupportedCell  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -98,14 +94,6 @@ def check_threads(reported: dict, wanted: int) -> None:
         raise RuntimeError(f"asked for {wanted} threads, the framework reports {wrong}")
 
 
-def cuda_probe(backend, name: str, device: str):
-    """A backend's GPU provenance function (gpu_info, reset_peak_memory, peak_memory,
-    peak_reserved_memory, device_memory_in_use) on a cuda cell; None on cpu, and for a backend without one (it
-    has no CUDA path, or does not report that quantity)."""
-    probe = getattr(backend, name, None)
-    return probe(device) if device == "cuda" and probe else None
-
-
 def with_sequence_lengths(rows: list[dict], workload: spec.Workload) -> list[dict]:
     """Each iteration's batch length, from the spec (the same for every framework)."""
     if workload.sequence is None:
@@ -115,18 +103,10 @@ def with_sequence_lengths(rows: list[dict], workload: spec.Workload) -> list[dic
             for row in rows]
 
 
-def check_device_path(framework: str, device: str) -> None:
-    """What the spec declares impossible is `unsupported` before anything is imported: a
-    device the framework has no path to (spec.FRAMEWORKS[...].devices; no CUDA build)."""
-    if device not in spec.FRAMEWORKS[framework].devices:
-        raise UnsupportedCell(f"{framework} has no {device} path in this pipeline "
-                              f"(spec.FRAMEWORKS['{framework}'] has no {device} environment)")
-
-
-def check_task(framework: str, task: str, device: str) -> None:
-    """A task that measures nothing on this framework or device (spec.task_refusal) is
-    `unsupported` before anything is imported."""
-    reason = spec.task_refusal(framework, task, device)
+def check_declared(capabilities: backends.Capabilities, cell: spec.Cell) -> None:
+    """What the backend declares it cannot run (a device it has no build for, a task or
+    model it refuses: Capabilities.refusal) is `unsupported` before anything is imported."""
+    reason = capabilities.refusal(cell.mode, cell.model, cell.task, cell.device)
     if reason:
         raise UnsupportedCell(reason)
 
@@ -141,8 +121,8 @@ def classify(exc: BaseException, device: str, found: dict | None = None
     provenance.cuda_stack) where the driver is the older."""
     if isinstance(exc, TimeBudgetSpent):
         return "timeout", str(exc), None
-    if isinstance(exc, UnsupportedCell):
-        return "unsupported", f"{type(exc).__name__}: {exc}", None
+    if isinstance(exc, UnsupportedCell):  # the message is the refusal's reason, whole
+        return "unsupported", str(exc), None
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, DeviceNotVisible):
         return "failed", message, "the framework saw no GPU on a cuda cell"
@@ -160,8 +140,7 @@ def cuda_found(backend, device: str, exc: BaseException | None, info: dict) -> d
     if isinstance(exc, DeviceNotVisible):
         return exc.cuda
     try:
-        runtime, where = (backend.cuda_runtime() if hasattr(backend, "cuda_runtime")
-                          else (None, None))
+        runtime, where = backend.cuda_runtime() if backend is not None else (None, None)
         name = info.get("device_name")  # set once prepare ran on the device
         return provenance.cuda_stack(runtime, where,
                                      sees_gpu=None if name is None else name != "cpu")
@@ -227,16 +206,15 @@ def measure(args: argparse.Namespace) -> int:
     loss, grads = None, []
     phases = {}
     backend, prepared, error = None, None, None
+    capabilities = backends.capabilities(cell.framework)  # declared: no framework import
     try:
-        check_device_path(cell.framework, cell.device)
-        check_task(cell.framework, cell.task, cell.device)
-        check_sequence_model(workload)  # before the framework's import
+        check_declared(capabilities, cell)
         if args.granted_threads is not None and args.granted_threads < cell.threads:
             raise RuntimeError(f"the job was given {args.granted_threads} core(s) for "
                                f"{cell.threads} threads (raise --cores): its numbers would "
                                "carry a wrong label")
         t = time.perf_counter()
-        backend = load(cell.framework)
+        backend = backends.load(cell.framework)
         info["threads_reported"] = backend.configure_threads(cell.threads)
         check_threads(info["threads_reported"], cell.threads)
         phases["import_s"] = time.perf_counter() - t
@@ -247,7 +225,9 @@ def measure(args: argparse.Namespace) -> int:
         prepared = backend.prepare(workload, cell.mode, cell.device)
         phases["prepare_s"] = time.perf_counter() - t
         info["device_name"] = backend.device_name(cell.device)
-        info["gpu"] = provenance.gpu(cell.device, cuda_probe(backend, "gpu_info", cell.device))
+        on_gpu = cell.device == "cuda"
+        info["gpu"] = provenance.gpu(cell.device,
+                                     backend.gpu_info(cell.device) if on_gpu else None)
         phases["compile_s"] = prepared.compile_s
 
         # Peaks reset outside the clock, at the first measured iteration: warm-up and
@@ -256,7 +236,8 @@ def measure(args: argparse.Namespace) -> int:
 
         def at_measured():
             memory.start()
-            cuda_probe(backend, "reset_peak_memory", cell.device)
+            if on_gpu:
+                backend.reset_peak_memory(cell.device)
 
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
         rows = timing.time_iterations(prepared, workload.warmup, workload.iterations, progress=log,
@@ -265,12 +246,10 @@ def measure(args: argparse.Namespace) -> int:
         rows = with_sequence_lengths(rows, workload)
         phases["timed_loop_s"] = time.perf_counter() - t
         info.update(memory.stop())  # the last step has returned: what it still holds
-        info["device_after_step_bytes"] = cuda_probe(backend, "device_memory_in_use",
-                                                     cell.device)
-        info["peak_device_memory_bytes"] = cuda_probe(backend, "peak_memory", cell.device)
-        info["peak_device_reserved_bytes"] = cuda_probe(backend, "peak_reserved_memory",
-                                                        cell.device)
-        if cell.device == "cuda":  # what the process holds on its GPU, pool and context
+        if on_gpu:  # the framework's readings, and what the process holds (pool, context)
+            info["device_after_step_bytes"] = backend.device_memory_in_use(cell.device)
+            info["peak_device_memory_bytes"] = backend.peak_memory(cell.device)
+            info["peak_device_reserved_bytes"] = backend.peak_reserved_memory(cell.device)
             info["device_process_bytes"] = provenance.gpu_process_memory(os.getpid())
         # Cores the loop kept busy: checks that the thread setting took effect (a framework
         # that ignores it shows more CPU-seconds per second than threads).
@@ -287,6 +266,8 @@ def measure(args: argparse.Namespace) -> int:
         loss, grads = prepared.derivatives(0)
         phases["gradients_s"] = time.perf_counter() - t
     except Exception as exc:  # recorded in the file: the report says n/a and why
+        # A declared run-time refusal (the framework's known error) is `unsupported`.
+        exc = backends.refused(capabilities, cell.mode, workload, cell.device, exc) or exc
         error = exc
         info["cuda"] = cuda_found(backend, cell.device, exc, info)
         status, message, info["retime"] = classify(exc, cell.device, info["cuda"])

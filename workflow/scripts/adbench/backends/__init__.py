@@ -1,41 +1,38 @@
-"""One module per framework; each imports only its own framework.
+"""The backend interface: what every framework's backend declares and provides.
 
-A backend module provides:
-    configure_threads(threads) -> dict         -- before any framework work; returns what
-                                                  the framework reports it now uses
-    prepare(workload, mode, device, dtype="float32") -> Prepared
-    versions() -> dict[str, str]               -- library versions for provenance
-    device_name(device) -> str                 -- e.g. the GPU's name, for provenance
+Each framework is one package, adbench/backends/<spec.FRAMEWORKS[...].backend>/, the same
+four files in every one:
 
-Shared by the backends: `no_sync` (the sync of a step that has finished when it returns),
-`blas` (the BLAS/OpenMP thread pools, limited and recorded in one key format) and
-`symbolic_graphs` (the models' graphs for PyTensor and Theano, written once against the
-tensor module each passes in).
+    __init__.py   CAPABILITIES: the model families it builds, the tasks it implements and
+                  the cells it refuses, with why (Refusal): data, no framework import, so
+                  that measure.py refuses a cell before importing anything and the
+                  conformance test (tests/conformance.py) checks every declaration;
+                  backend(): its Backend, which imports the framework
+    device.py     threads, versions, the device: sync, CUDA numerics, GPU probes
+    models.py     the model families, built as the framework's users write them, loading
+                  the spec's canonical arrays (layouts converted once, there)
+    tasks.py      one builder per task, prepare, and the Backend subclass
 
-A backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) also provides, used by its own
-`prepare` and by measure.py on cuda cells only:
-    device_sync(device) -> () -> None          -- waits for the device's queued work; the
-                                                  timer calls it before every clock read
-    apply_cuda_numerics(numerics) -> dict      -- sets spec.CUDA_NUMERICS (TF32, autotuning,
-                                                  memory growth); returns what it set, for
-                                                  the cell's `choices`
-    gpu_info(device) -> dict                   -- name, driver, CUDA/cuDNN, memory
-    cuda_runtime() -> (str | None, str)        -- the CUDA runtime the framework got (or was
-                                                  built with), and where that was read; no
-                                                  GPU needed
-    reset_peak_memory(device), peak_memory(device) -> int | None
-                                               -- peak device memory of the timed loop
-    peak_reserved_memory(device), device_memory_in_use(device) -> int | None
-                                               -- optional: the allocator's peak reserved
-                                                  memory; what is still allocated once the
-                                                  last step returned
+A backend imports only its own framework, this module and the layers below it (spec,
+clock, derivatives, provenance).
+
+Backend (below) is the interface: configure_threads, versions, device_name and prepare are
+required; a backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) overrides the GPU
+methods, whose defaults measure nothing (None).
 
 `prepare` builds the workload's model (spec.MODELS[workload.model]) the way that framework's
-users write it, loads the spec's canonical arrays into it (converting layouts once, here),
+users write it, loads the spec's canonical arrays into it (converting layouts once, there),
 places every batch on the device, and returns a `Prepared` for the workload's task.  Tasks
-(spec.TASKS) are implemented once per backend, generically over models.  What a cell cannot
-run raises `UnsupportedCell` with the reason; a cuda cell whose framework sees no GPU raises
-`device_not_visible(...)` instead (a failure of the run, re-timed by the next one).
+(spec.TASKS) are implemented once per backend, generically over models.
+
+Refusing a cell, one way: a Refusal in CAPABILITIES, whose reason is the cell's message.
+A refusal without `errors` is known before anything runs (Capabilities.refusal: measure.py
+asks before the import); one with `errors` is a failure the framework meets at run time (a
+transform that raises on some model), recognised by the exception's class and message
+(Capabilities.refusal_of) wherever the cell raises it, so that a release that fixes it
+shows: the cell runs, and the conformance test says the refusal is stale.  A cuda cell
+whose framework sees no GPU raises `device_not_visible(...)` instead (a failure of the run,
+re-timed by the next one).
 
 Compilation: a mode that compiles or traces ahead of time (jit.trace, pytensor.function)
 does it in `prepare` and reports the seconds in `Prepared.compile_s`; a mode that compiles
@@ -49,8 +46,8 @@ the batches of spec.make_batches carry `x` of shape (batch, steps, features), `s
 task's strategy pads them, and `lengths` (int64, per example); the model reads each example's
 state at its true last step (the LSTM's output gathered at lengths - 1, the RNN cell's state
 kept past it by a mask), so every strategy's gradient is the true-length one.
-Compile caches go under os.environ["ADBENCH_CACHE_DIR"] (set by measure.py, inside the
-results tree), never the user's home; `choices` says whether a cache was cold or shared.
+Compile caches go under os.environ["ADBENCH_CACHE_DIR"] (set by measure.py), never the
+user's home; `choices` says whether a cache was cold or shared.
 
 `Prepared.derivatives(i)` returns, at iteration i's batch, outside the clock:
     task derivative "gradients": (loss, [dloss/dparam for every spec param, canonical layout])
@@ -68,15 +65,18 @@ compiled mode's compiled function of the loss (its own trace or compilation, as 
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import importlib
 import os
+import re
 from typing import Callable
 
 import numpy as np
 
-from adbench.spec import FRAMEWORKS, TASKS
+from adbench import spec
 from adbench.clock import Clock
+from adbench.spec import FRAMEWORKS, TASKS
 
 
 class UnsupportedCell(RuntimeError):
@@ -109,6 +109,128 @@ def device_not_visible(framework: str, words: str, runtime: str | None,
                             f"({provenance.describe_cuda(found, framework)})", found)
 
 
+# ================================================================ what a backend declares
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Cells a backend cannot run, and why: `reason`, a sentence, is the cell's message.
+
+    Each of modes, tasks, families, models and devices narrows the cells it covers (empty:
+    any).  `errors` (exception class names) and `pattern` (a regular expression of the
+    message) make it a refusal met at run time: it covers a cell only when the cell raises
+    such an exception."""
+
+    reason: str
+    modes: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    pattern: str = ""
+
+    @property
+    def at_run_time(self) -> bool:
+        return bool(self.errors)
+
+    def covers(self, mode: str, model: str, task: str, device: str) -> bool:
+        family = spec.MODELS[model].family
+        return all(not allowed or value in allowed for value, allowed in (
+            (mode, self.modes), (task, self.tasks), (family, self.families),
+            (model, self.models), (device, self.devices)))
+
+    def matches(self, exc: BaseException) -> bool:
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        return bool(names & set(self.errors)) and re.search(self.pattern, str(exc)) is not None
+
+    def message(self, exc: BaseException | None = None) -> str:
+        """The cell's message: the reason, and for a run-time refusal the line of the
+        framework's error that showed it."""
+        if exc is None:
+            return self.reason
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        found = next((line for line in lines if re.search(self.pattern, line)),
+                     lines[0] if lines else "")
+        return f"{self.reason} ({type(exc).__name__}: {found[:300]})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a backend can run: its modes and devices are the spec's (spec.FRAMEWORKS), the
+    model families and tasks its own; every cell it refuses is a Refusal here."""
+
+    framework: str
+    families: tuple[str, ...]
+    tasks: tuple[str, ...]
+    refusals: tuple[Refusal, ...] = ()
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(FRAMEWORKS[self.framework].modes)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return FRAMEWORKS[self.framework].devices
+
+    def refusal(self, mode: str, model: str, task: str, device: str) -> str | None:
+        """Why the cell cannot run, known before anything runs; None: it runs (or meets a
+        run-time refusal)."""
+        fw, info = self.framework, spec.MODELS[model]
+        if device not in self.devices:
+            return f"{fw} has no {device} build in this pipeline"
+        why = spec.task_refusal(fw, task, device)
+        if why:
+            return why
+        if TASKS[task].sequence is not None and info.sequence_features is None:
+            return f"{model} reads no sequence whose length could vary"
+        if TASKS[task].frozen and not info.frozen:
+            return f"{model} has no frozen part (a single layer, or no first layers to freeze)"
+        declared = next((r.reason for r in self.refusals
+                         if not r.at_run_time and r.covers(mode, model, task, device)), None)
+        if declared:
+            return declared
+        if info.family not in self.families:
+            return f"the {fw} backend builds no {info.family} model"
+        if task not in self.tasks:
+            return f"the {fw} backend does not implement the task {task}"
+        return None
+
+    def refusal_of(self, mode: str, model: str, task: str, device: str,
+                   exc: BaseException) -> Refusal | None:
+        """The run-time refusal an exception of the cell shows, or None (a failure)."""
+        return next((r for r in self.refusals if r.at_run_time
+                     and r.covers(mode, model, task, device) and r.matches(exc)), None)
+
+    def problems(self) -> list[str]:
+        """Declarations naming what the spec does not know (a typo would refuse nothing)."""
+        known = {"modes": self.modes, "tasks": TASKS, "families": MODEL_FAMILIES,
+                 "models": spec.MODELS, "devices": spec.DEVICES}
+        problems = [f"{self.framework}: unknown {kind} {name!r}"
+                    for kind, names in (("tasks", self.tasks), ("families", self.families))
+                    for name in names if name not in known[kind]]
+        for r in self.refusals:
+            problems += [f"{self.framework}: a refusal names unknown {kind} {name!r}"
+                         for kind in known for name in getattr(r, kind)
+                         if name not in known[kind]]
+            if r.pattern and not r.errors:
+                problems.append(f"{self.framework}: a refusal with a pattern and no errors")
+        return problems
+
+
+# The model families of the spec: what a backend may build.
+MODEL_FAMILIES = tuple(dict.fromkeys(m.family for m in spec.MODELS.values()))
+
+
+def refused(capabilities: Capabilities, mode: str, workload, device: str,
+            exc: BaseException) -> UnsupportedCell | None:
+    """A cell's exception as its declared run-time refusal (UnsupportedCell with the
+    refusal's message), or None where no refusal covers it."""
+    if isinstance(exc, UnsupportedCell):
+        return exc
+    found = capabilities.refusal_of(mode, workload.model, workload.task, device, exc)
+    return None if found is None else UnsupportedCell(found.message(exc))
+
+
+# ================================================================ what a backend provides
 @dataclasses.dataclass
 class Prepared:
     """A workload made ready to time in one framework, mode and device."""
@@ -170,6 +292,69 @@ def compose_flags(flags: str, forced: dict[str, str], defaults: dict[str, str]) 
     return ",".join(entries)
 
 
-def load(framework: str):
-    """Import a framework's backend module (and with it, only that framework)."""
+class Backend(abc.ABC):
+    """A framework's backend, one per process (its package's backend() makes it)."""
+
+    capabilities: Capabilities
+
+    @abc.abstractmethod
+    def configure_threads(self, threads: int) -> dict:
+        """Before any framework work: the thread settings; returns what the framework
+        reports it now uses."""
+
+    @abc.abstractmethod
+    def versions(self) -> dict[str, str]:
+        """The library versions, for the cell's provenance."""
+
+    @abc.abstractmethod
+    def device_name(self, device: str) -> str:
+        """What the cell ran on (the GPU's name on cuda)."""
+
+    @abc.abstractmethod
+    def prepare(self, workload: spec.Workload, mode: str, device: str,
+                dtype: str = "float32") -> Prepared:
+        """The workload made ready to time (the module docstring)."""
+
+    # ---------------------------------------------------------------- the GPU
+    # A backend with a CUDA path overrides these; the defaults measure nothing.
+    def cuda_runtime(self) -> tuple[str | None, str | None]:
+        """The CUDA runtime the framework got (or was built with), and where that was read;
+        no GPU needed."""
+        return None, None
+
+    def gpu_info(self, device: str) -> dict | None:
+        """The GPU's name, driver, CUDA/cuDNN and memory (cuda cells)."""
+        return None
+
+    def reset_peak_memory(self, device: str) -> None:
+        """Starts the device's peak over (at the first measured iteration)."""
+
+    def peak_memory(self, device: str) -> int | None:
+        """The peak device memory allocated since reset_peak_memory."""
+        return None
+
+    def peak_reserved_memory(self, device: str) -> int | None:
+        """The allocator's peak reserved device memory, where it reports one."""
+        return None
+
+    def device_memory_in_use(self, device: str) -> int | None:
+        """The device memory still allocated once the last step returned."""
+        return None
+
+
+def package(framework: str):
+    """A framework's backend package (its CAPABILITIES): no framework is imported."""
     return importlib.import_module(f"adbench.backends.{FRAMEWORKS[framework].backend}")
+
+
+def capabilities(framework: str) -> Capabilities:
+    found = package(framework)
+    # TODO(interface): drop once every backend is a package declaring CAPABILITIES.
+    return getattr(found, "CAPABILITIES", None) or Capabilities(framework, MODEL_FAMILIES,
+                                                                 tuple(TASKS))
+
+
+def load(framework: str) -> Backend:
+    """A framework's backend (and with it, only that framework)."""
+    found = package(framework)
+    return found.backend() if hasattr(found, "backend") else found  # TODO(interface)

@@ -1,0 +1,27 @@
+"""HIPS autograd's backend: models as plain numpy functions over autograd.numpy,
+derivatives by autograd's tracer (make_vjp / grad / jacobian), re-traced at every call
+(eager only).  What it runs and refuses is declared here (no import of autograd);
+device.py, models.py and tasks.py hold the rest (adbench.backends says what each is for).
+"""
+
+from adbench import spec
+from adbench.backends import MODEL_FAMILIES, Backend, Capabilities, Refusal
+
+CAPABILITIES = Capabilities(
+    framework="autograd",
+    families=MODEL_FAMILIES,
+    tasks=("backward", "backward_frozen", "jacobian_rows", "jacobian_vectorized",
+           "loss_jacobian", spec.FORWARD_TASK),
+    refusals=(
+        Refusal("autograd's tape lives in the vjp closure make_vjp returns and goes with it: "
+                "there is no retain_graph to set (the graph is kept exactly as long as the "
+                "caller keeps the vjp)", tasks=("backward_retained",)),
+    ),
+)
+
+
+def backend() -> Backend:
+    """The backend itself: imports autograd (and numpy, scipy)."""
+    from adbench.backends.autograd_backend.tasks import AutogradBackend
+
+    return AutogradBackend()
