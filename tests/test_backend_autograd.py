@@ -17,6 +17,8 @@ from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
+pytestmark = pytest.mark.backend  # runs the framework in processes of its own environment
+
 CELLS = BackendCells("autograd", tasks=spec.STUDY_TASKS)
 CELLS.cells += variant_cells("autograd")
 # ResNet50's output Jacobian at seed 3 (one example): with one-thread OpenBLAS one

@@ -1,7 +1,8 @@
 """The Chainer backend, in its own environment (.venvs/chainer, built from envs/chainer.yaml
-with setuptools < 81 for chainer's sdist): every model x task on a tiny workload against the
-float64 reference (tests/isolated.py), the refusals of the Jacobian tasks Chainer has no API
-for, the BLAS thread pool threadpoolctl reports, and the layout conversions (NStepLSTM's
+with setuptools < 81 for chainer's sdist): every model x task on a tiny workload runs and
+matches the float64 reference or is refused as the backend's CAPABILITIES declare
+(tests/isolated.py: the Jacobian tasks Chainer has no API for, the frozen part it cannot
+exclude), the BLAS thread pool threadpoolctl reports, and the layout conversions (NStepLSTM's
 per-gate matrices, L.Linear's (out, in) weights, CTC) in float64 against the PyTorch float64
 reference to round-off (a wrong gate order or transpose is O(1))."""
 
@@ -18,12 +19,10 @@ from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
-CELLS = BackendCells("chainer", known_unsupported={
-    # Chainer 7.8.1 has Variable.backward and chainer.grad (one VJP per call), no Jacobian.
-    ("eager", "*", "jacobian_vectorized"): "no Jacobian API",
-    ("eager", "*", "loss_jacobian"): "no Jacobian API",
-    ("eager", "*", "backward_frozen"): "cannot exclude parameters",
-}, tasks=spec.STUDY_TASKS)
+pytestmark = pytest.mark.backend  # runs the framework in processes of its own environment
+
+# Every study model, the MLP of depth 2 included (its cells cost under a second here).
+CELLS = BackendCells("chainer", models=spec.STUDY_MODELS, tasks=spec.STUDY_TASKS)
 CELLS.cells += variant_cells("chainer")
 # ResNet50's output Jacobian at seed 3: with one-thread OpenBLAS (numpy's, through
 # L.Convolution2D's im2col + tensordot) one layer3 pre-activation that is 3.5e-8 in float64
@@ -35,7 +34,8 @@ for _cell in CELLS.cells:
     if _cell["model"] == "resnet50" and _cell["task"].startswith("jacobian"):
         _cell["seed"] = 0
 results = CELLS.results_fixture()
-test_cell_matches_the_float64_reference = CELLS.cell_test()
+test_cell_conforms = CELLS.cell_test()
+test_run_time_refusals_are_met = CELLS.refusals_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
 test_thread_record_keys_pools_one_way = CELLS.pool_keys_test(("openblas:numpy",))
 
@@ -59,7 +59,7 @@ def test_configure_threads_reports_the_blas_pool(tmp_path):
     """threadpoolctl sees numpy's OpenBLAS and reports the count asked for (not a constant):
     2 threads here, 1 in the cells above; the harness's imports work in this env."""
     out = in_env("import json, os, pyarrow; from adbench import schema; "
-                 "from adbench.backends import chainer_backend as cb; "
+                 "from adbench import backends; cb = backends.load('chainer'); "
                  "json.dump(cb.configure_threads(2), open(os.environ['OUT'], 'w'))",
                  tmp_path, threads=2)
     assert "openblas:numpy" in out, out
@@ -73,7 +73,8 @@ def test_float64_models_match_the_reference_to_round_off(tmp_path):
     cells = [(m, t) for m in FLOAT64_MODELS for t in ("backward", "jacobian_rows")]
     workloads = {f"{m}/{t}": tiny(m, t, "eager") for m, t in cells}
     code = ("import json, os, numpy as np; from adbench import spec; "
-            "from adbench.backends import chainer_backend as cb; cb.configure_threads(1); "
+            "from adbench import backends; cb = backends.load('chainer'); "
+            "cb.configure_threads(1); "
             f"cells = {workloads!r}; out = {{}}\n"
             "for key, c in cells.items():\n"
             "    w = spec.Workload(model=c['model'], seed=c['seed'], task=c['task'], "

@@ -1,5 +1,6 @@
 """The JAX backend, in its own environment (.venvs/jax, built from envs/jax.yaml): every mode x
-model x task on a tiny workload against the float64 reference (tests/isolated.py), the
+model x task on a tiny workload runs and matches the float64 reference or is refused as the
+backend's CAPABILITIES declare (tests/isolated.py; more cells in the extended tier), the
 variable-length tasks on both sequence models with their trace counts, the thread settings
 XLA's CPU client takes, and the hand-written models and CTC loss in float64 against the
 PyTorch float64 reference to round-off (a wrong layout or recursion is O(1))."""
@@ -16,26 +17,33 @@ from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
-CELLS = BackendCells("jax", known_unsupported={
-    ("*", "*", "backward_retained"): "JAX is functional",
-    ("jit", "*", "backward_varlen_dynamic"): "jax.jit has no dynamic-shape option",
-    ("eager", "*", "backward_varlen_dynamic"): "eager JAX needs no dynamic-shape option",
-}, tasks=spec.STUDY_TASKS)
-# Budget (the file under 4 minutes with the environment's build): ResNet50 runs in jit mode
-# only.  Eager ResNet50 costs ~70 CPU-seconds here, nearly all of it XLA compiling each of
-# its primitives' shapes once in the first iteration; its model code is the jit cells'.
-# Its loss Jacobian in jit mode (XLA compiling vmap of its gradient: ~20 s) is left out too:
-# the model is checked by its other tasks, the transform on every other model.
-# The Jacobians of the CNN, the LSTM and CTC run in jit mode only (eager's op-by-op
-# compilations: ~40 CPU-seconds here): their model code is jit's, eager's transforms are
-# checked on every other model, and eager's scans by these models' backward cells.
+pytestmark = pytest.mark.backend  # runs the framework in processes of its own environment
+
+# Every study model, the MLP of depth 2 included (its cells cost about 2 s here).
+CELLS = BackendCells("jax", models=spec.STUDY_MODELS, tasks=spec.STUDY_TASKS)
+# Budget (the default tier): ResNet50 runs in jit mode only.  Eager ResNet50 costs ~70
+# CPU-seconds here, nearly all of it XLA compiling each of its primitives' shapes once in the
+# first iteration; its model code is the jit cells'.  Its loss Jacobian in jit mode (XLA
+# compiling vmap of its gradient: ~20 s) is left out too: the model is checked by its other
+# tasks, the transform on every other model.  The Jacobians of the CNN, the LSTM and CTC
+# run in jit mode only (eager's op-by-op compilations: ~40 CPU-seconds here): their model
+# code is jit's, eager's transforms are checked on every other model, and eager's scans by
+# these models' backward cells.  The extended tier (EXTENDED, below) runs all of them.
 EAGER_JACOBIANS_LEFT_OUT = ("cnn", "lstm", "ctc")
-CELLS.cells = [c for c in CELLS.cells if c["model"] != "resnet50" or (
-    c["mode"] == "jit" and c["task"] != "loss_jacobian")]
-CELLS.cells = [c for c in CELLS.cells if not (
-    c["mode"] == "eager" and c["model"] in EAGER_JACOBIANS_LEFT_OUT and c["task"] != "backward")]
+
+
+def in_default_tier(cell: dict) -> bool:
+    if cell["model"] == "resnet50":
+        return cell["mode"] == "jit" and cell["task"] != "loss_jacobian"
+    return not (cell["mode"] == "eager" and cell["model"] in EAGER_JACOBIANS_LEFT_OUT
+                and cell["task"] != "backward")
+
+
+LEFT_OUT = [c for c in CELLS.cells if not in_default_tier(c)]
+CELLS.cells = [c for c in CELLS.cells if in_default_tier(c)]
 CELLS.cells += variant_cells("jax")
-test_cell_matches_the_float64_reference = CELLS.cell_test()  # the fixed-shape cells
+test_cell_conforms = CELLS.cell_test()  # the fixed-shape cells
+test_run_time_refusals_are_met = CELLS.refusals_test()
 
 # The variable-length tasks (spec.SEQUENCE_TASKS), in the same runner process: the RNN cell
 # in jit mode with every strategy and in eager mode at its true length, the LSTM at its
@@ -43,8 +51,9 @@ test_cell_matches_the_float64_reference = CELLS.cell_test()  # the fixed-shape c
 # three batches: short, so eager's op-by-op scans stay cheap (each new step index compiles
 # one more slice: lax.scan's loop under disable_jit), a new length that shares a bucket, and
 # a first batch (the one checked) that bucketing pads, so its mask is checked too.  Budget:
-# eager's padded and bucketed cells (seconds of slice compilations each) are left out: both
-# modes run the same sequence code, whose mask jit's bucketed and padded cells check.
+# eager's padded and bucketed cells (seconds of slice compilations each) are left to the
+# extended tier: both modes run the same sequence code, whose mask jit's bucketed and padded
+# cells check.
 SEQUENCE_SEED = 5959
 SEQUENCE_LENGTHS = (7, 5, 11)
 SEQUENCE_CELLS = [tiny(model, task, mode, seed=SEQUENCE_SEED)
@@ -56,6 +65,29 @@ FIRST_SEQUENCE_CELL = len(CELLS.cells)
 CELLS.cells += SEQUENCE_CELLS
 results = CELLS.results_fixture()
 test_threads_are_set_and_honoured = CELLS.threads_test()
+
+# The extended tier (pytest -m extended): what the default tier leaves out for time (LEFT_OUT
+# above: eager ResNet50, jit ResNet50's loss Jacobian, eager's Jacobians of the CNN, the
+# LSTM and CTC) and the sequence cells the default tier trims (eager's padded and bucketed
+# cells, the LSTM's strategies beside its true length).
+EXTENDED = BackendCells("jax", extended=True)
+EXTENDED.cells = LEFT_OUT + [
+    tiny(model, task, mode, seed=SEQUENCE_SEED) for mode in spec.FRAMEWORKS["jax"].modes
+    for model in ("lstm", "rnn_cell") for task in spec.SEQUENCE_TASKS
+    if tiny(model, task, mode, seed=SEQUENCE_SEED) not in SEQUENCE_CELLS]
+
+
+@pytest.fixture(scope="module")
+def extended_results(tmp_path_factory):
+    return EXTENDED.run(tmp_path_factory.mktemp("jax-extended"))
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("k", range(len(EXTENDED.cells)),
+                         ids=[f"{c['mode']}-{c['model']}-{c['task']}" for c in EXTENDED.cells])
+def test_extended_cell_conforms(extended_results, k):
+    EXTENDED.check_cell(extended_results, k)
+
 
 SCRIPTS = REPO / "workflow" / "scripts"
 
@@ -76,7 +108,7 @@ def test_sequence_cell_matches_the_float64_reference(results, k):
     result = results["cells"][k]
     if result["status"] == "ok":
         strategy = spec.TASKS[cell["task"]].sequence
-        assert result["choices"]["sequence"].startswith(f"{strategy}: ")
+        assert result["choices"]["sequence"] == strategy
         assert result["choices"]["shape_policy"]
 
 
@@ -124,7 +156,7 @@ def test_configure_threads_sizes_the_xla_cpu_pool(threads, tmp_path):
     """PJRT_NPROC sizes XLA:CPU's intra-op pool (counted by thread name); the Eigen
     multi-threading flag is off at one thread only."""
     out = in_jax(
-        "import json, os; from adbench.backends import jax_backend as jb; "
+        "import json, os; from adbench import backends; jb = backends.load('jax'); "
         f"r = jb.configure_threads({threads}); "
         "json.dump({'reported': r, 'flags': os.environ['XLA_FLAGS'], "
         "'nproc': os.environ['PJRT_NPROC']}, open(os.environ['OUT'], 'w'))", tmp_path)
@@ -145,7 +177,7 @@ FLOAT64_CELLS = {f"{m}/{t}": tiny(m, t, "jit") for m in FLOAT64_MODELS
 def float64_run(tmp_path_factory) -> dict:
     """One process of the JAX environment in float64: FLOAT64_CELLS' derivatives."""
     code = ("import json, os, jax, numpy as np; from adbench import spec; "
-            "from adbench.backends import jax_backend as jb; jb.configure_threads(1); "
+            "from adbench import backends; jb = backends.load('jax'); jb.configure_threads(1); "
             f"cells = {FLOAT64_CELLS!r}; out = {{}}\n"
             "for key, c in cells.items():\n"
             "    w = spec.Workload(model=c['model'], seed=c['seed'], task=c['task'], "

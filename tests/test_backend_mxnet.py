@@ -1,8 +1,7 @@
 """The MXNet backend, run in its own environment (.venvs/mxnet: mxnet 1.9.1 needs numpy
-< 1.24): every mode x model x task against the float64 reference, the thread settings, and
-MXNet specifics (parameter counts, a hybridized block over batches of another shape).
-
-Refused everywhere: jacobian_vectorized and loss_jacobian (MXNet 1.9 has no Jacobian API).
+< 1.24): every mode x model x task runs and matches the float64 reference or is refused as
+the backend's CAPABILITIES declare (tests/isolated.py), the thread settings, and MXNet
+specifics (parameter counts, a hybridized block over batches of another shape).
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ import pytest
 from adbench import reference, spec
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
+
+pytestmark = pytest.mark.backend  # runs the framework in processes of its own environment
 
 # Cells whose float32 result sits past the pipeline's tolerance for a reason measured here,
 # with the tolerance they get instead.  ResNet50's Jacobian at seed 3: the first example
@@ -44,13 +45,12 @@ class MXNetCells(BackendCells):
             isolated.TOLERANCES[cell["model"]] = saved
 
 
-CELLS = MXNetCells("mxnet", known_unsupported={
-    ("*", "*", "jacobian_vectorized"): "no Jacobian API",
-    ("*", "*", "loss_jacobian"): "no Jacobian API",
-}, tasks=spec.STUDY_TASKS)
+# Every study model, the MLP of depth 2 included (its cells cost under a second here).
+CELLS = MXNetCells("mxnet", models=spec.STUDY_MODELS, tasks=spec.STUDY_TASKS)
 CELLS.cells += variant_cells("mxnet")
 results = CELLS.results_fixture()
-test_cell_matches_the_float64_reference = CELLS.cell_test()
+test_cell_conforms = CELLS.cell_test()
+test_run_time_refusals_are_met = CELLS.refusals_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
 test_thread_record_keys_pools_one_way = CELLS.pool_keys_test(("openblas:mxnet",))
 
@@ -70,7 +70,7 @@ def run_in_env(code: str, threads: int = 1, **env) -> dict:
 
 def test_configure_threads_reports_the_openmp_threads_of_the_pinned_count():
     """libmxnet's OpenMP runtime (the system's libgomp here) and its bundled OpenBLAS."""
-    got = run_in_env("from adbench.backends import mxnet_backend as mb; "
+    got = run_in_env("from adbench import backends; mb = backends.load('mxnet'); "
                      "print(json.dumps(mb.configure_threads(2)))", threads=2)
     openmp = [k for k in got if k.startswith("openmp:")]
     assert len(openmp) == 1 and got.pop(openmp[0]) == 2, got
@@ -81,11 +81,11 @@ def test_trained_parameters_are_the_specs():
     """Every spec parameter is a Gluon parameter with a gradient, nothing else is trained
     (the LSTM's second bias is frozen), shapes and counts equal."""
     got = run_in_env(
-        "import mxnet as mx; from adbench import spec; "
-        "from adbench.backends import mxnet_backend as mb; out = {}\n"
+        "import mxnet as mx; from adbench import backends, spec; backends.load('mxnet'); "
+        "from adbench.backends.mxnet_backend.models import build; out = {}\n"
         "for name in spec.STUDY_MODELS:\n    m = spec.MODELS[name]\n"
         "    w = spec.Workload(name, seed=0)\n"
-        "    model, binds = mb.build(m, spec.make_params(w), mx.cpu())\n"
+        "    model, binds = build(m, spec.make_params(w), mx.cpu())\n"
         "    trained = [p for p in model.collect_params().values() if p.grad_req != 'null']\n"
         "    out[name] = [len(trained), sum(p.data().size for p in trained), "
         "len(binds)]\n"
@@ -101,8 +101,8 @@ def test_hybrid_block_follows_batches_of_another_shape(task):
     """static_shape=True over an epoch whose last batch is shorter, then the wrap-around:
     the hybridized block's derivatives at every batch equal the imperative block's."""
     got = run_in_env(
-        "import numpy as np, time; from adbench import spec, reference; "
-        "from adbench.backends import mxnet_backend as mb\n"
+        "import numpy as np, time; from adbench import backends, spec, reference; "
+        "mb = backends.load('mxnet')\n"
         f"w = spec.Workload('cnn', seed=1, task={task!r}, n_samples=5, batch_size=2, "
         "warmup=0, iterations=4, jacobian_rows=3)\n"
         "eager, hybrid = mb.prepare(w, 'eager', 'cpu'), mb.prepare(w, 'hybrid', 'cpu')\n"
@@ -126,8 +126,8 @@ def float64_derivatives(tmp_path_factory):
     out = tmp_path_factory.mktemp("mxnet64")
     cells = [(m, t) for m in spec.STUDY_MODELS for t in FLOAT64_TASKS]
     got = run_in_env(
-        "from adbench import spec; from adbench.backends import mxnet_backend as mb, "
-        "UnsupportedCell; import numpy as np\n"
+        "from adbench import backends, spec; from adbench.backends import UnsupportedCell; "
+        "import numpy as np; mb = backends.load('mxnet')\n"
         f"cells, out, done = {[[m, t, tiny(m, t, 'eager')] for m, t in cells]!r}, "
         f"{str(out)!r}, {{}}\n"
         "for model, task, c in cells:\n"

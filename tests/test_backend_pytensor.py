@@ -1,6 +1,7 @@
 """The PyTensor backend in its own environment (.venvs/pytensor, built from envs/pytensor.yaml
-if missing): cells of MODES x MODELS x TASKS on tiny workloads against the float64
-reference, the thread settings, and where the compile caches go.
+if missing): cells of MODES x MODELS x TASKS on tiny workloads run and match the float64
+reference or are refused as the backend's CAPABILITIES declare (tests/isolated.py), the
+thread settings, and where the compile caches go.
 
 Budget (this file, environment build included, under 4 minutes): compilation dominates.
 Both modes compile from an empty cache dir here, as a fresh run does: g++ for each new C op,
@@ -11,6 +12,7 @@ by default the C mode runs the MLPs, dense, fc_xent, rnn_cell and attention, the
 mlp512 and rnn_cell (a dense and a recurrent graph: dense and fc_xent add ops the C mode
 already checks, at tens of seconds of LLVM each); ADBENCH_FULL_BACKEND_TESTS=1 runs every model but
 ResNet50 in both modes (about 25 minutes), ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it.
+The extended tier (pytest -m extended) runs what the default tier leaves out for time.
 """
 
 from __future__ import annotations
@@ -20,39 +22,66 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from adbench import spec
 from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
+pytestmark = pytest.mark.backend  # runs the framework in processes of its own environment
+
 FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
 ALL_BUT_RESNET = [m for m in spec.STUDY_MODELS if m != "resnet50"]
 MODELS = {
-    "c": ["mlp512", "mlp294x3", "fcn", "dense", "fc_xent", "rnn_cell", "attention"],
+    # mlp354x2 after mlp294x3: its ops are compiled by then (it costs under a second)
+    "c": ["mlp512", "mlp294x3", "mlp354x2", "fcn", "dense", "fc_xent", "rnn_cell", "attention"],
     "numba": ["mlp512", "rnn_cell"],
 }
 if FULL:
     MODELS = {mode: ALL_BUT_RESNET + (["resnet50"] if "resnet50" in FULL else [])
               for mode in MODELS}
 
-KNOWN_UNSUPPORTED = {
-    ("numba", "resnet50", "*"): "Numba",
-    ("*", "*", "backward_retained"): "no graph outlives the step",
-}
-CELLS = BackendCells("pytensor", known_unsupported=KNOWN_UNSUPPORTED)
+CELLS = BackendCells("pytensor")
 CELLS.cells = [tiny(model, task, mode) for mode in MODELS
                for model, task in itertools.product(MODELS[mode], spec.STUDY_TASKS)]
 # Budget: a Jacobian's graph is the costliest to compile (Numba's mlp512 row loop ~18 s,
 # attention's in C mode 12 s).  Numba's Jacobians run on the RNN cell, attention's backward
-# in C mode; C mode's Jacobians run on five other models.
-if not FULL:
-    CELLS.cells = [c for c in CELLS.cells if c["task"] == "backward" or (
-        c["mode"], c["model"]) not in {("numba", "mlp512"), ("c", "attention")}]
+# in C mode; C mode's Jacobians run on five other models.  The extended tier runs them all.
+JACOBIANS_LEFT_OUT = {("numba", "mlp512"), ("c", "attention")}
+
+
+def in_default_tier(cell: dict) -> bool:
+    return bool(FULL) or cell["task"] == "backward" or (
+        cell["mode"], cell["model"]) not in JACOBIANS_LEFT_OUT
+
+
+LEFT_OUT = [c for c in CELLS.cells if not in_default_tier(c)]
+CELLS.cells = [c for c in CELLS.cells if in_default_tier(c)]
 CELLS.cells += variant_cells("pytensor", modes=["c"])  # Numba: tens of seconds a graph
 results = CELLS.results_fixture()
-test_cell_matches_the_float64_reference = CELLS.cell_test()
+test_cell_conforms = CELLS.cell_test()
+test_run_time_refusals_are_met = CELLS.refusals_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
 # numpy's OpenBLAS (the C thunks' BLAS fallback) and scipy's (Numba's np.dot)
 test_thread_record_keys_pools_one_way = CELLS.pool_keys_test(("openblas:numpy", "openblas:scipy"))
+
+
+# The extended tier (pytest -m extended): the Jacobians the default tier leaves out for time
+# (LEFT_OUT: Numba's MLP Jacobians, C mode's attention Jacobians).
+EXTENDED = BackendCells("pytensor", extended=True)
+EXTENDED.cells = LEFT_OUT
+
+
+@pytest.fixture(scope="module")
+def extended_results(tmp_path_factory):
+    return EXTENDED.run(tmp_path_factory.mktemp("pytensor-extended"))
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("k", range(len(EXTENDED.cells)),
+                         ids=[f"{c['mode']}-{c['model']}-{c['task']}" for c in EXTENDED.cells])
+def test_extended_cell_conforms(extended_results, k):
+    EXTENDED.check_cell(extended_results, k)
 
 
 def test_threads_reported_cover_numba(results):
@@ -80,10 +109,11 @@ def test_compile_caches_stay_in_the_cache_dir(tmp_path):
     home.mkdir()
     scratch.mkdir()  # PyTensor's numba sources go there (run_cell.py removes a cell's)
     code = (
-        "import json, os, numpy as np; from adbench.backends import pytensor_backend as b; "
+        "import json, os, numpy as np; from adbench import backends; backends.load('pytensor'); "
+        "from adbench.backends.pytensor_backend.tasks import MODES; "
         "import pytensor, pytensor.tensor as pt; "
         "x = pt.vector('x', dtype='float32'); "
-        "f = pytensor.function([x], pytensor.grad((x ** 2).sum(), x), mode=b.MODES['c'][1]()); "
+        "f = pytensor.function([x], pytensor.grad((x ** 2).sum(), x), mode=MODES['c'][1]()); "
         "g = pytensor.function([x], pytensor.grad((x ** 3).sum(), x), mode='NUMBA'); "
         "v = np.arange(3, dtype='float32'); assert np.allclose(f(v), 2 * v); "
         "assert np.allclose(g(v), 3 * v ** 2); "

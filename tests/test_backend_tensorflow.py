@@ -1,6 +1,7 @@
 """The TensorFlow backend's specifics (tests/test_backends.py checks every model, task and
 mode of every backend against the float64 reference): a float64 build, variables, retracing
-over an epoch, thread settings (XLA's included), the cell oneDNN aborts.
+over an epoch, thread settings (XLA's included), the cell oneDNN aborts, the retained graph
+its compiled modes refuse.
 
 Tolerance: the largest relative L2 error over the arrays (adbench.reference.relative_error,
 as the pipeline's derivative check), float32 cells vs the float64 reference.  Measured on
@@ -32,9 +33,12 @@ import pytest
 
 import tensorflow as tf  # noqa: F401  (installed in the test Python: missing is a failure)
 
-from adbench import reference, spec
+from adbench import backends, reference, spec
 from adbench.backends import UnsupportedCell
-from adbench.backends import tensorflow_backend as tb
+from adbench.backends.tensorflow_backend import CAPABILITIES, models
+from adbench.backends.tensorflow_backend import tasks as tb
+
+pytestmark = pytest.mark.backend  # imports a framework
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 MODES = tuple(spec.FRAMEWORKS["tensorflow"].modes)
@@ -92,12 +96,10 @@ def test_the_default_allocator_task_is_the_backward_step():
 @pytest.mark.parametrize("model", spec.STUDY_MODELS)
 def test_float64_build_matches_the_reference_to_round_off(model, task):
     workload = small_workload(model, task)
+    if CAPABILITIES.refusal("eager", model, task, "cpu"):  # nothing to freeze, say
+        return
     if workload.spec.loss == "ctc":
         with pytest.raises(UnsupportedCell, match="float64"):
-            tb.prepare(workload, "eager", "cpu", dtype="float64")
-        return
-    if spec.TASKS[task].frozen and not workload.spec.frozen:  # nothing to freeze
-        with pytest.raises(UnsupportedCell, match="no frozen part"):
             tb.prepare(workload, "eager", "cpu", dtype="float64")
         return
     check_against_reference(workload, "eager", "float64", FLOAT64_TOLERANCE)
@@ -106,7 +108,7 @@ def test_float64_build_matches_the_reference_to_round_off(model, task):
 @pytest.mark.parametrize("model", spec.STUDY_MODELS)
 def test_variables_are_the_spec_params(model):
     model_spec = spec.MODELS[model]
-    built = tb.build_model(model_spec)
+    built = models.build_model(model_spec)
     assert len(built.variables) == len(model_spec.params)
     assert sum(v.shape.num_elements() for v in built.variables) == model_spec.n_parameters
     rng = np.random.default_rng(0)
@@ -127,10 +129,17 @@ def test_variables_are_the_spec_params(model):
                       sum(p.size for p in model_spec.params if p.name.endswith(".gamma")) * 2)
 
 
+def declared(mode: str, model: str, task: str) -> bool:
+    """Whether CAPABILITIES refuses the cell before it runs (measure.py never prepares it)."""
+    return CAPABILITIES.refusal(mode, model, task, "cpu") is not None
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("task", FIXED_SHAPE_TASKS)
 def test_run_returns_exactly_the_timed_quantities(task, mode):
     """An epoch with a shorter last batch, then the wrap-around (graph mode retraces)."""
+    if declared(mode, "cnn", task):
+        return
     workload = spec.Workload("cnn", seed=1, task=task, n_samples=5, batch_size=2, warmup=0,
                              iterations=7, jacobian_rows=3)
     prepared = tb.prepare(workload, mode, "cpu")
@@ -149,6 +158,8 @@ def test_run_returns_exactly_the_timed_quantities(task, mode):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("task", FIXED_SHAPE_TASKS)
 def test_derivatives_follow_the_batch_and_keep_no_state(task, mode):
+    if declared(mode, "rnn_cell", task):
+        return
     workload = spec.Workload("rnn_cell", seed=2, task=task, n_samples=4, batch_size=2,
                              warmup=0, iterations=3)
     prepared = tb.prepare(workload, mode, "cpu")
@@ -177,7 +188,7 @@ def fresh_process(tmp_path_factory):
     workload = small_workload("attention", "jacobian_vectorized")
     out = tmp_path_factory.mktemp("fresh")
     code = ("import json, numpy as np; from adbench import spec; "
-            "from adbench.backends import tensorflow_backend as tb; "
+            "from adbench.backends import load; tb = load('tensorflow'); "
             "threads = tb.configure_threads(1); "
             f"w = spec.Workload(**{dataclasses.asdict(workload)!r}); "
             f"[np.save(f'{out}/{{m}}.npy', tb.prepare(w, m, 'cpu').derivatives(0)[1][0]) "
@@ -212,7 +223,7 @@ def test_xla_runs_on_the_configured_threads(tmp_path):
     workload = spec.Workload("mlp512", seed=0, task="backward", warmup=0, iterations=2)
     code = ("import json, os, time; from adbench import spec, provenance; "
             "provenance.pin_threads_env(1); "
-            "from adbench.backends import tensorflow_backend as tb; "
+            "from adbench.backends import load; tb = load('tensorflow'); "
             "threads = tb.configure_threads(1); "
             f"p = tb.prepare(spec.Workload(**{dataclasses.asdict(workload)!r}), 'xla', 'cpu'); "
             "first = p.run(0, time.perf_counter)['step_s']; "
@@ -228,3 +239,54 @@ def test_xla_runs_on_the_configured_threads(tmp_path):
     assert out["first"] > 2 * float(np.median(out["steps"]))  # the first call compiles
     assert out["choices"]["jit_compile"].startswith("True")
     assert "intra-op pool" in out["choices"]["xla_threads"]
+
+
+@pytest.mark.parametrize("mode", ("graph", "xla"))
+def test_compiled_modes_refuse_the_retained_graph_as_declared(mode):
+    """No tape outlives a tf.function's call: a retained graph would measure nothing, so the
+    compiled modes refuse backward_retained before anything runs (as JAX does); eager holds
+    its persistent tape past the step (tests/test_variant_tasks.py)."""
+    reason = CAPABILITIES.refusal(mode, "mlp294x3", "backward_retained", "cpu")
+    assert reason and reason.startswith("no tape outlives a tf.function's call")
+    assert CAPABILITIES.refusal("eager", "mlp294x3", "backward_retained", "cpu") is None
+
+
+def test_onednn_abort_is_declared_only_while_onednn_is_on(tmp_path):
+    """The refusal of the cell oneDNN aborts follows TF_ENABLE_ONEDNN_OPTS as TensorFlow
+    reads it, without importing TensorFlow (measure.py asks before the import)."""
+    code = ("import json, sys; from adbench import backends; "
+            "c = backends.capabilities('tensorflow'); "
+            "json.dump([c.refusal(m, 'attention', 'jacobian_vectorized', 'cpu') "
+            "for m in ('eager', 'graph', 'xla')] + [sorted(sys.modules)], "
+            "open(sys.argv[1], 'w'))")
+    found = {}
+    for value in ("0", "1", None):
+        env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+        if value is not None:
+            env["TF_ENABLE_ONEDNN_OPTS"] = value
+        out = tmp_path / f"{value}.json"
+        subprocess.run([sys.executable, "-c", code, str(out)], check=True, cwd=SCRIPTS,
+                       env=env)
+        *found[value], loaded = json.loads(out.read_text())
+        assert "tensorflow" not in loaded
+    assert found["0"] == [None, None, None]
+    for value in ("1", None):  # on by default
+        eager, graph, xla = found[value]
+        assert eager == graph and "oneDNN" in eager and xla is None
+
+
+def test_xla_s_refusal_of_the_lstm_s_pfor_is_recognised_from_its_error():
+    """The error XLA raises at the first call of the LSTM's pfor step (TF 2.21's message)
+    is the declared run-time refusal's; the same error from another model fails the cell."""
+    error = tf.errors.InvalidArgumentError(
+        None, None, "Detected unsupported operations when trying to compile graph "
+        "__inference_step_4766[_XlaMustCompile=true] on XLA_CPU_JIT: TensorListReserve (No "
+        "registered 'TensorListReserve' OpKernel for XLA_CPU_JIT devices compatible with node "
+        "{{node while_init/TensorArrayV2_3}}")
+    lstm = small_workload("lstm", "jacobian_vectorized")
+    refused = backends.refused(CAPABILITIES, "xla", lstm, "cpu", error)
+    assert str(refused).startswith("XLA (tf.function(jit_compile=True)) cannot compile the "
+                                   "step: pfor over Keras' LSTM")
+    assert "(InvalidArgumentError: Detected unsupported operations" in str(refused)
+    cnn = small_workload("cnn", "jacobian_vectorized")
+    assert backends.refused(CAPABILITIES, "xla", cnn, "cpu", error) is None

@@ -5,21 +5,23 @@ RNN backward (eval mode) and in jacrev over cuDNN's LSTM kernel."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from adbench import spec
-from adbench.backends import UnsupportedCell
-from adbench.backends import torch_backend as tb
+from adbench import backends, spec
+from adbench.backends.torch_backend import CAPABILITIES, models, tasks
+
+pytestmark = pytest.mark.backend  # imports a framework
 
 
 def lstm_net():
     model = spec.MODELS["lstm"]
     workload = spec.Workload(model="lstm", seed=0, task="jacobian_rows")
-    net, _ = tb.build(model, spec.make_params(workload), torch.device("cpu"), torch.float64)
+    net, _ = models.build(model, spec.make_params(workload), torch.device("cpu"), torch.float64)
     x = torch.from_numpy(spec.make_batches(workload)[0]["x"]).double().requires_grad_()
     return net, x
 
@@ -29,7 +31,7 @@ def test_the_rnn_layers_cudnn_needs_in_train_mode_compute_what_eval_mode_compute
     without dropout its output and input gradient are the eval-mode ones; on the CPU it stays
     in eval mode, and only the CUDA cells' provenance says so."""
     net, x = lstm_net()
-    rnns = tb._cudnn_rnns(net)
+    rnns = models._cudnn_rnns(net)
     assert [type(m) for m in rnns] == [torch.nn.LSTM] and not rnns[0].training
     results = {}
     for training in (False, True):
@@ -39,31 +41,54 @@ def test_the_rnn_layers_cudnn_needs_in_train_mode_compute_what_eval_mode_compute
         results[training] = (out.detach(), grad)
     assert torch.equal(results[False][0], results[True][0])
     assert torch.equal(results[False][1], results[True][1])
-    assert "train mode" in tb.inference_mode(net, "cuda")
-    assert "train mode" not in tb.inference_mode(net, "cpu")
+    assert "train mode" in models.inference_mode(net, "cuda")
+    assert "train mode" not in models.inference_mode(net, "cpu")
 
 
 @pytest.mark.parametrize("mode", list(spec.FRAMEWORKS["torch"].modes))
 def test_jacrev_over_cudnns_lstm_is_refused_with_its_reason(mode):
     """The error jacrev raised over cuDNN's LSTM on the H100 makes the cell unsupported, with
-    PyTorch's issue named; the same error from another model still fails the cell."""
-    def fails(*_):
-        raise NotImplementedError("Cannot access storage of TensorWrapper")
-
+    PyTorch's issue named (as measure.py classifies a cell's exception); the same error from
+    another model, or on the CPU, still fails the cell."""
+    error = NotImplementedError("Cannot access storage of TensorWrapper")
     lstm = spec.Workload(model="lstm", seed=0, task="jacobian_vectorized")
-    with pytest.raises(UnsupportedCell, match=r"cuDNN's LSTM.*#110422.*TensorWrapper"):
-        tb._refuse_known(fails, mode, lstm, "torch.func.jacrev")(0)
+    refused = backends.refused(CAPABILITIES, mode, lstm, "cuda", error)
+    assert refused is not None
+    assert re.fullmatch(r"torch.func.jacrev \(vmap\) cannot transform cuDNN's LSTM kernel on "
+                        r"CUDA \(PyTorch issue #110422\) \(NotImplementedError: Cannot access "
+                        r"storage of TensorWrapper\)", str(refused)), str(refused)
     fcn = spec.Workload(model="fcn", seed=0, task="jacobian_vectorized")
-    with pytest.raises(NotImplementedError):
-        tb._refuse_known(fails, mode, fcn, "torch.func.jacrev")(0)
+    assert backends.refused(CAPABILITIES, mode, fcn, "cuda", error) is None
+    assert backends.refused(CAPABILITIES, mode, lstm, "cpu", error) is None
+
+
+def test_a_compile_cell_that_compiles_no_graph_fails_unless_declared():
+    """torch.compile's silent fallback to eager is stopped at the first call (NoCompiledGraph,
+    outside the clock); only the LSTM's Jacobians are declared to meet it."""
+    from torch._dynamo.utils import counters
+
+    workload = spec.Workload(model="mlp512", seed=0, task="backward", n_samples=8,
+                             batch_size=4, warmup=0, iterations=1)
+    prepared = backends.Prepared(run=lambda i, clock: {"step_s": 1.0},
+                                 derivatives=lambda i: (0.0, []))
+    before = counters["aot_autograd"]["total"]
+    tasks._require_a_graph(prepared, workload)  # a "step" that compiles nothing
+    with pytest.raises(tasks.NoCompiledGraph, match="compiled no graph") as caught:
+        prepared.run(0, None)
+    assert counters["aot_autograd"]["total"] == before
+    assert backends.refused(CAPABILITIES, "compile", workload, "cpu", caught.value) is None
+    lstm = spec.Workload(model="lstm", seed=0, task="jacobian_rows")
+    refused = backends.refused(CAPABILITIES, "compile", lstm, "cpu", caught.value)
+    assert str(refused).startswith("torch.compile compiles no graph of the LSTM alone")
 
 
 def test_the_compile_mode_names_the_kernels_inductor_generates_on_each_device():
-    assert set(tb.INDUCTOR_KERNELS) == set(spec.DEVICES)
-    assert "Triton" in tb.MODE_CHOICES["compile"].format(kernels=tb.INDUCTOR_KERNELS["cuda"])
+    assert set(tasks.INDUCTOR_KERNELS) == set(spec.DEVICES)
+    assert "Triton" in tasks.MODE_CHOICES["compile"].format(
+        kernels=tasks.INDUCTOR_KERNELS["cuda"])
     workload = spec.Workload(model="dense", seed=0, task="backward", n_samples=8,
                              batch_size=4, warmup=0, iterations=1)
-    choices = tb.prepare(workload, "compile", "cpu").choices
+    choices = tasks.prepare(workload, "compile", "cpu").choices
     assert "Inductor C++/OpenMP kernels" in choices["model"]
 
 
@@ -83,11 +108,11 @@ def test_a_compiled_cell_records_whether_the_precompiled_headers_were_there(tmp_
     from torch._inductor import codecache, config
 
     monkeypatch.setattr(codecache, "_HEADER_DIR", str(tmp_path / "headers"))
-    assert tb._precompiled_headers().startswith("cold:")
+    assert tasks._precompiled_headers().startswith("cold:")
     (tmp_path / "headers").mkdir()
     (tmp_path / "headers" / "locks").mkdir()
-    assert tb._precompiled_headers().startswith("cold:")  # a directory is not a header
+    assert tasks._precompiled_headers().startswith("cold:")  # a directory is not a header
     (tmp_path / "headers" / "c123.h.gch").write_bytes(b"")
-    assert tb._precompiled_headers().startswith("warm:")
+    assert tasks._precompiled_headers().startswith("warm:")
     monkeypatch.setattr(config, "cpp_cache_precompile_headers", False)
-    assert tb._precompiled_headers().startswith("off")
+    assert tasks._precompiled_headers().startswith("off")

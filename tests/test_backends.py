@@ -1,15 +1,20 @@
 """The in-process backends (PyTorch, TensorFlow: installed in the test Python), every model,
-task and mode on a tiny workload: derivatives against the float64 reference, the timed
-quantities of the spec, unsupported cells with a reason.  The other frameworks run in their
-own environments (tests/test_backend_<framework>.py with tests/isolated.py).
+task and mode on a tiny workload, as the conformance test of tests/isolated.py checks the
+others: every cell either runs and matches the float64 reference with the timed quantities
+of the spec, or is refused exactly as the backend's CAPABILITIES declare (before anything
+runs, or at run time by a declared Refusal the cell's exception matches); a run-time refusal
+that none of the cells it covers met is stale.  The other frameworks run in their own
+environments (tests/test_backend_<framework>.py with tests/isolated.py).
 
-torch.compile and XLA compile every model x task anew (seconds each): those two modes run on
-a representative subset of the models (SLOW_MODE_MODELS) to keep this file to a few minutes;
-every mode runs every task."""
+torch.compile and XLA compile every model x task anew (seconds each): in the default tier
+those two modes run on a representative subset of the models (SLOW_MODE_MODELS), tf.function
+on every model but ResNet50, every mode on every model but the MLP of depth 2; the rest of
+the study's models is the extended tier (pytest -m extended).  Every mode runs every task."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -25,6 +30,8 @@ from adbench.backends import UnsupportedCell, blas
 from conftest import REPO, at_one_thread
 from isolated import BACKEND_TEST_MODELS, pool_key_problems
 
+pytestmark = pytest.mark.backend  # imports a framework
+
 # Tolerances of a float32 cell against the float64 reference (relative L2, largest array):
 # the pipeline's own defaults, with their reasons, from the config schema.
 CHECK = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())[
@@ -35,58 +42,46 @@ TOLERANCES = {m: CHECK["models"]["default"].get(m, CHECK["tolerance"]["default"]
 # The backends this file tests, in this Python: a missing framework is a failure.
 IN_PROCESS = ("torch", "tensorflow")
 # Modes that compile each model x task from scratch (torch.compile: Inductor's C++ compiler,
-# 2-30 s a cell here; XLA: 1-20 s): run on a representative subset (dense layers, a
-# convolution, the slides' raw-op cell; an LSTM for torch.compile, whose graph break must be
-# refused, not timed as eager).  The other models were run by hand in both modes (torch
-# 2.13, TF 2.21): KNOWN_UNSUPPORTED lists what they refuse.
+# 2-30 s a cell here; XLA: 1-20 s): the default tier runs them on a representative subset
+# (dense layers, a convolution, the slides' raw-op cell; an LSTM for torch.compile, whose
+# graph break must be refused, not timed as eager).
 SLOW_MODE_MODELS = {("torch", "compile"): ("mlp512", "dense", "rnn_cell", "cnn", "lstm"),
                     ("tensorflow", "xla"): ("mlp512", "dense", "rnn_cell", "cnn"),
                     # ResNet50's Jacobians in tf.function: 20-30 s a task here, the same
-                    # Keras model as eager's (checked here in eager mode); the paper config's
-                    # tf.function cells of every ResNet50 task pass the gradient check.
+                    # Keras model as eager's (checked here in eager mode).
                     ("tensorflow", "graph"): tuple(m for m in spec.MODELS if m != "resnet50")}
 
-# The cells a backend refuses, (framework, mode, model, task) with "*" for any, and a phrase
-# of the reason it must give. Any other refusal fails: nothing is dropped unnoticed.
-KNOWN_UNSUPPORTED = {
-    # torch.func's stateless API does not accept a TorchScript module (scripted or traced).
-    ("torch", "script", "*", "loss_jacobian"): "stateless API",
-    ("torch", "trace", "*", "loss_jacobian"): "stateless API",
-    # torch.func.jacrev cannot transform TorchScript's optimised graph of the raw-op cell
-    # (its third call, after the profiling runs, reads `.data` under vmap).
-    ("torch", "script", "rnn_cell", "jacobian_vectorized"): "jacrev",
-    ("torch", "trace", "rnn_cell", "jacobian_vectorized"): "jacrev",
-    # Dynamo does not trace nn.LSTM: the Jacobians of the model alone compile no graph.
-    ("torch", "compile", "lstm", "jacobian_rows"): "compiled no graph",
-    ("torch", "compile", "lstm", "jacobian_vectorized"): "compiled no graph",
-    # Inductor would need the derivative of CPU flash attention's backward (not in SLOW_MODE_
-    # MODELS; measured by hand).
-    ("torch", "compile", "attention", "jacobian_vectorized"): "flash attention",
-    # TF 2.21's oneDNN matmul aborts the process on a shape pfor makes of MultiHeadAttention
-    # (XLA compiles that matmul itself: the xla cell runs).
-    ("tensorflow", "eager", "attention", "jacobian_vectorized"): "oneDNN",
-    ("tensorflow", "graph", "attention", "jacobian_vectorized"): "oneDNN",
-    # XLA has no kernel for the TensorList ops of pfor over Keras' LSTM while_loop (measured
-    # by hand: 12 s a cell before XLA refuses, so not in SLOW_MODE_MODELS).
-    ("tensorflow", "xla", "lstm", "jacobian_vectorized"): "TensorListReserve",
-    ("tensorflow", "xla", "lstm", "loss_jacobian"): "TensorListReserve",
-}
-
-# Known refusals that depend on the process, not only on the cell: TorchScript's optimised
+# Run-time refusals that depend on the process, not only on the cell: TorchScript's optimised
 # graph of rnn_cell fails under jacrev at the third call in a fresh process (as the pipeline
-# runs a cell), but not always after other cells ran in the same process; the oneDNN one
-# depends on TF_ENABLE_ONEDNN_OPTS.
+# runs a cell), but not always after other cells ran in the same process.  Such a cell may
+# run here (and must then match the reference); its refusal is not called stale for that.
 MAY_RUN = {("torch", "script", "rnn_cell", "jacobian_vectorized"),
-           ("torch", "trace", "rnn_cell", "jacobian_vectorized"),
-           ("tensorflow", "eager", "attention", "jacobian_vectorized"),
-           ("tensorflow", "graph", "attention", "jacobian_vectorized")}
+           ("torch", "trace", "rnn_cell", "jacobian_vectorized")}
 
 
-def known_reason(framework, mode, model, task):
-    for key, phrase in KNOWN_UNSUPPORTED.items():
-        if all(k in ("*", v) for k, v in zip(key, (framework, mode, model, task))):
-            return phrase
-    return None
+def in_default_tier(framework: str, mode: str, model: str) -> bool:
+    return model in BACKEND_TEST_MODELS and model in SLOW_MODE_MODELS.get((framework, mode),
+                                                                          (model,))
+
+
+def cells() -> list:
+    """Every (framework, mode, model, task) of the study, the extended tier's marked so;
+    ordered so that a model and task's cells follow one another (one reference each)."""
+    found = []
+    for framework in IN_PROCESS:
+        for model in spec.STUDY_MODELS:
+            for task in sorted(spec.STUDY_TASKS):  # variants: test_variant_tasks.py
+                for mode in spec.FRAMEWORKS[framework].modes:
+                    marks = () if in_default_tier(framework, mode, model) else (
+                        pytest.mark.extended,)
+                    found.append(pytest.param(framework, mode, model, task, marks=marks,
+                                              id=f"{framework}-{mode}-{model}-{task}"))
+    return found
+
+
+# What the cell tests saw in this process: the cells that ran, the run-time refusals met.
+RAN: set[tuple[str, str, str, str]] = set()
+MET: set[str] = set()
 
 
 def tiny(model: str, task: str, seed: int = 3) -> spec.Workload:
@@ -98,9 +93,9 @@ def tiny(model: str, task: str, seed: int = 3) -> spec.Workload:
                          jacobian_rows=2 if model == "resnet50" else min(10, m.n_outputs))
 
 
-def modes(framework: str, model: str) -> list[str]:
-    return [mode for mode in spec.FRAMEWORKS[framework].modes
-            if model in SLOW_MODE_MODELS.get((framework, mode), (model,))]
+@functools.lru_cache(maxsize=2)
+def cached_reference(model: str, task: str):
+    return reference.reference_derivatives(tiny(model, task))
 
 
 def compiled_graphs(framework: str, mode: str) -> int | None:
@@ -112,69 +107,113 @@ def compiled_graphs(framework: str, mode: str) -> int | None:
     return counters["aot_autograd"]["total"]
 
 
-@pytest.fixture(scope="module", params=IN_PROCESS)
-def backend(request, tmp_path_factory):
-    module = backends.load(request.param)  # imports the framework: missing is a failure
-    at_one_thread(module)
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """framework -> its Backend, loaded at its first use (imports the framework: missing
+    is a failure), at 1 thread; compile caches under a temporary ADBENCH_CACHE_DIR."""
+    found = {}
+
+    def load(framework: str) -> backends.Backend:
+        if framework not in found:
+            found[framework] = backends.load(framework)
+            at_one_thread(found[framework])
+        return found[framework]
+
     with pytest.MonkeyPatch.context() as patch:  # compile caches, as measure.py sets it
         patch.setenv("ADBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        yield request.param, module
+        yield load
 
 
-def test_load_imports_the_framework_backend(backend):
+@pytest.fixture(params=IN_PROCESS)
+def backend(request, loaded):
+    return request.param, loaded(request.param)
+
+
+def test_load_makes_the_framework_backend(backend):
     framework, module = backend
-    assert module.__name__ == f"adbench.backends.{spec.FRAMEWORKS[framework].backend}"
+    package = f"adbench.backends.{spec.FRAMEWORKS[framework].backend}"
+    assert isinstance(module, backends.Backend) and type(module).__module__ == f"{package}.tasks"
+    assert module.capabilities is backends.capabilities(framework)
     assert framework in module.versions() and "numpy" in module.versions()
     assert module.device_name("cpu") == "cpu"
 
 
-@pytest.mark.parametrize("task", sorted(spec.STUDY_TASKS))  # variants: test_variant_tasks.py
-@pytest.mark.parametrize("model", BACKEND_TEST_MODELS)
-def test_derivatives_match_the_float64_reference(backend, model, task):
-    """As the harness runs a cell: the timed iterations first (a known failure of a mode's
-    transform is refused from inside run()), then the derivatives at the first batch."""
-    framework, module = backend
+@pytest.mark.parametrize("framework", IN_PROCESS)
+def test_the_declaration_names_only_what_the_spec_knows(framework):
+    assert backends.capabilities(framework).problems() == []
+
+
+def run_cell(module, framework, mode, workload):
+    """As the harness runs a cell: the timed iterations first (a mode's transform fails from
+    inside run()), then the derivatives at the first batch.  Three calls in a compiled mode
+    (TorchScript optimises its graph after the profiling runs; tf.function, XLA and
+    torch.compile trace or compile in the first), one in an eager mode, whose every call
+    runs the same code."""
+    calls = 3 if spec.FRAMEWORKS[framework].modes[mode].compiled else 1
+    prepared = module.prepare(workload, mode, "cpu")
+    samples = [prepared.run(i, time.perf_counter) for i in range(calls)]
+    loss, arrays = prepared.derivatives(0)
+    return prepared, samples, loss, arrays
+
+
+@pytest.mark.parametrize("framework, mode, model, task", cells())
+def test_cell_conforms_to_the_declaration(loaded, framework, mode, model, task):
+    """Refused before it runs as CAPABILITIES declare (never prepared), or run as measure.py
+    runs it: an exception is a failure unless a declared run-time refusal matches it (prepare
+    never refuses a float32 cell itself); a cell that runs matches the float64 reference."""
+    capabilities = backends.capabilities(framework)
+    declared = capabilities.refusal(mode, model, task, "cpu")
+    if declared:  # measure.py records it unsupported before importing anything
+        return
     workload = tiny(model, task)
-    ref_loss, ref_arrays = reference.reference_derivatives(workload)
-    for mode in modes(framework, model):
-        graphs = compiled_graphs(framework, mode)
-        # Three calls in a compiled mode (TorchScript optimises its graph after the profiling
-        # runs; tf.function, XLA and torch.compile trace or compile in the first), one in an
-        # eager mode, whose every call runs the same code.
-        calls = 3 if spec.FRAMEWORKS[framework].modes[mode].compiled else 1
-        try:
-            prepared = module.prepare(workload, mode, "cpu")
-            samples = [prepared.run(i, time.perf_counter) for i in range(calls)]
-            loss, arrays = prepared.derivatives(0)
-        except UnsupportedCell as why:
-            phrase = known_reason(framework, mode, model, task)
-            assert phrase and phrase in str(why), f"unexpected refusal in {mode}: {why}"
-            continue
-        # torch.compile falls back to eager without a word in places (e.g. under jacrev):
-        # the timed calls must have compiled a graph.
-        if graphs is not None:
-            assert compiled_graphs(framework, mode) > graphs, f"{mode}: no graph compiled"
-        known = known_reason(framework, mode, model, task)
-        assert known is None or (framework, mode, model, task) in MAY_RUN, \
-            f"{mode} runs now: drop the known refusal {known!r}"
-        assert [a.shape for a in arrays] == [r.shape for r in ref_arrays], mode
-        assert all(a.dtype == np.float32 for a in arrays), mode
-        error = reference.relative_error(arrays, ref_arrays)
-        assert error < TOLERANCES[model], (mode, error)
-        if spec.TASKS[task].derivative == "gradients":  # one per spec parameter, its shape
-            assert [a.shape for a in arrays] == [p.shape for p in workload.spec.params], mode
-            assert loss == pytest.approx(ref_loss, rel=1e-5), mode
-        else:
-            assert [a.shape for a in arrays] == [workload.spec.jacobian_shape(
-                workload.jacobian_rows)], mode
-        for sample in samples:
-            assert set(sample) == set(spec.timed_quantities(framework, mode, task)), mode
-            assert all(v > 0 for v in sample.values()), (mode, sample)
-            if "forward_s" in sample:
-                assert sample["step_s"] == pytest.approx(sample["forward_s"]
-                                                         + sample["backward_s"])
-        assert prepared.compile_s >= 0
-        assert prepared.choices and all(isinstance(v, str) for v in prepared.choices.values())
+    graphs = compiled_graphs(framework, mode)
+    RAN.add((framework, mode, model, task))
+    try:
+        prepared, samples, loss, arrays = run_cell(loaded(framework), framework, mode,
+                                                   workload)
+    except Exception as exc:  # noqa: BLE001 -- a declared run-time refusal, or a failure
+        assert not isinstance(exc, UnsupportedCell), f"refused, but not declared: {exc}"
+        refusal = capabilities.refusal_of(mode, model, task, "cpu", exc)
+        if refusal is None:
+            raise
+        MET.add(refusal.reason)
+        return
+    # torch.compile falls back to eager without a word in places (e.g. under jacrev):
+    # the timed calls must have compiled a graph.
+    if graphs is not None:
+        assert compiled_graphs(framework, mode) > graphs, "no graph compiled"
+    ref_loss, ref_arrays = cached_reference(model, task)
+    assert [a.shape for a in arrays] == [r.shape for r in ref_arrays]
+    assert all(a.dtype == np.float32 for a in arrays)
+    assert reference.relative_error(arrays, ref_arrays) < TOLERANCES[model]
+    if spec.TASKS[task].derivative == "gradients":  # one per spec parameter, its shape
+        assert [a.shape for a in arrays] == [p.shape for p in workload.spec.params]
+        assert loss == pytest.approx(ref_loss, rel=1e-5)
+    else:
+        assert [a.shape for a in arrays] == [workload.spec.jacobian_shape(
+            workload.jacobian_rows)]
+    for sample in samples:
+        assert set(sample) == set(spec.timed_quantities(framework, mode, task))
+        assert all(v > 0 for v in sample.values()), sample
+        if "forward_s" in sample:
+            assert sample["step_s"] == pytest.approx(sample["forward_s"] + sample["backward_s"])
+    assert prepared.compile_s >= 0
+    assert prepared.choices and all(isinstance(v, str) for v in prepared.choices.values())
+
+
+@pytest.mark.parametrize("tier", ["default", pytest.param("extended",
+                                                          marks=pytest.mark.extended)])
+def test_run_time_refusals_are_met(tier):
+    """After the cells above (this file runs in one process, in order): a declared run-time
+    refusal that covers cells which ran here, none of which met it, is stale (the framework
+    runs them now: drop it).  Cells that did not run (another tier, a -k selection) say
+    nothing."""
+    for framework in IN_PROCESS:
+        for refusal in backends.capabilities(framework).refusals:
+            covered = [c for c in RAN if c[0] == framework and c not in MAY_RUN
+                       and refusal.at_run_time and refusal.covers(*c[1:], "cpu")]
+            assert not covered or refusal.reason in MET, \
+                f"{framework}: no cell of {sorted(covered)} met {refusal.reason!r}: drop it"
 
 
 def test_derivatives_follow_the_batch_and_carry_no_state(backend):
@@ -201,11 +240,10 @@ def test_a_whole_epoch_wraps_around(backend):
 
 
 @pytest.mark.parametrize("model", [m for m in spec.MODELS if spec.MODELS[m].batch_size > 1])
-def test_torch_trace_serves_a_shorter_last_batch(model):
+def test_torch_trace_serves_a_shorter_last_batch(loaded, model):
     """jit.trace records the first batch: every model's trace must run an epoch's shorter
     last batch, to eager's gradients (a batch size frozen in the trace would fail or err)."""
-    from adbench.backends import torch_backend
-
+    torch_backend = loaded("torch")
     size = 2 if model == "resnet50" else min(spec.MODELS[model].batch_size, 4)
     workload = spec.Workload(model=model, seed=1, task="backward", warmup=0, iterations=2,
                              n_samples=2 * size - 1, batch_size=size)
@@ -222,11 +260,8 @@ def test_torch_trace_serves_a_shorter_last_batch(model):
 def test_choices_are_recorded(backend):
     framework, module = backend
     for task in spec.TASKS:
-        if spec.task_refusal(framework, task, "cpu"):  # measure.py refuses it first
-            continue
-        if spec.TASKS[task].sequence == "dynamic":  # eager needs no dynamic-shape option
-            with pytest.raises(UnsupportedCell, match="dynamic"):
-                module.prepare(tiny("rnn_cell", task), "eager", "cpu")
+        # measure.py refuses it first (a GPU's task; eager needs no dynamic-shape option)
+        if module.capabilities.refusal("eager", "rnn_cell", task, "cpu"):
             continue
         prepared = module.prepare(tiny("rnn_cell", task), "eager", "cpu")
         assert prepared.choices and all(isinstance(v, str) for v in prepared.choices.values())
@@ -247,10 +282,10 @@ def test_threads_are_set_and_reported_in_a_fresh_process(backend, threads):
     assert not pool_key_problems(reported), reported
 
 
-def test_unknown_mode_is_unsupported(backend):
+def test_unknown_mode_is_refused_by_the_declaration(backend):
     framework, module = backend
-    with pytest.raises(UnsupportedCell, match="mode"):
-        module.prepare(tiny("mlp512", "backward"), "nonsense", "cpu")
+    assert "nonsense" not in module.capabilities.modes
+    assert "mode" in module.capabilities.refusal("nonsense", "mlp512", "backward", "cpu")
 
 
 def test_cuda_without_a_gpu_is_a_failure_not_unsupported(backend):
@@ -258,9 +293,13 @@ def test_cuda_without_a_gpu_is_a_failure_not_unsupported(backend):
     the next run re-times (tests/test_gpu_failures.py), never `unsupported`."""
     framework, module = backend
     if framework == "torch":
-        gpu = module.torch.cuda.is_available()
+        import torch
+
+        gpu = torch.cuda.is_available()
     else:
-        gpu = bool(module.tf.config.list_physical_devices("GPU"))
+        import tensorflow as tf
+
+        gpu = bool(tf.config.list_physical_devices("GPU"))
     if gpu:
         pytest.skip("a GPU is visible: the cuda cell is supported here")
     with pytest.raises(backends.DeviceNotVisible, match=f"{framework} sees no GPU"):
@@ -301,11 +340,12 @@ def test_ahead_of_time_compilation_is_compile_s(framework, mode, task):
 # ------------------------------------------------------------------ PyTorch specifics
 @pytest.mark.parametrize("model", list(spec.STUDY_MODELS))
 def test_torch_models_train_exactly_the_spec_parameters(model):
-    from adbench.backends import torch_backend
+    import torch
 
-    torch = torch_backend.torch
+    from adbench.backends.torch_backend import models
+
     workload = tiny(model, "backward")
-    net, binds = torch_backend.build(workload.spec, spec.make_params(workload),
+    net, binds = models.build(workload.spec, spec.make_params(workload),
                                      torch.device("cpu"), torch.float32)
     trainable = sum(p.numel() for p in net.parameters() if p.requires_grad)
     assert trainable == workload.spec.n_parameters
@@ -314,16 +354,16 @@ def test_torch_models_train_exactly_the_spec_parameters(model):
 
 @pytest.mark.parametrize("mode", ["script", "trace", "compile"])
 def test_torch_transforms_share_the_loaded_parameters(mode):
-    from adbench.backends import torch_backend
+    import torch
 
-    torch = torch_backend.torch
+    from adbench.backends.torch_backend import models, tasks
+
     workload = tiny("cnn", "backward")
     arrays = spec.make_params(workload)
-    net, binds = torch_backend.build(workload.spec, arrays, torch.device("cpu"),
-                                     torch.float32)
+    net, binds = models.build(workload.spec, arrays, torch.device("cpu"), torch.float32)
     example = spec.make_batches(workload)[0]
     example = (torch.from_numpy(example["x"]), torch.from_numpy(example["y"]))
-    compiled, compile_s, _ = torch_backend.transform(net, mode, example)
+    compiled, compile_s, _ = tasks.transform(net, mode, example)
     if mode != "compile":
         assert isinstance(compiled, torch.jit.ScriptModule) and compile_s > 0
     shared = {id(p) for p in compiled.parameters()}
@@ -379,16 +419,17 @@ def _defined_and_imported(path) -> tuple[set[str], set[str], list[int]]:
     return functions, imported, no_ops
 
 
-BACKEND_FILES = sorted((REPO / "workflow/scripts/adbench/backends").glob("*.py"))
+BACKENDS = REPO / "workflow/scripts/adbench/backends"
+BACKEND_FILES = sorted(BACKENDS.rglob("*.py"))  # the packages' files too
 
 
-@pytest.mark.parametrize("path", BACKEND_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", BACKEND_FILES, ids=lambda p: str(p.relative_to(BACKENDS)))
 def test_no_backend_keeps_its_own_blas_or_sync_helper(path):
     """BLAS/OpenMP pools go through backends.blas, a CPU step's sync is backends.no_sync."""
     functions, imported, no_ops = _defined_and_imported(path)
     if path.name != "blas.py":
         assert "threadpoolctl" not in imported
         assert not [f for f in functions if "blas" in f.lower()], functions
-    if path.name != "__init__.py":
+    if path != BACKENDS / "__init__.py":
         assert not [f for f in functions if "no_sync" in f], functions
         assert not no_ops, f"lambda: None at lines {no_ops}: use backends.no_sync"

@@ -1,11 +1,12 @@
 """Every clock read of the real timing loop follows the backend's device sync, in every mode
 of PyTorch, TensorFlow and JAX (on CPU: the sync is the backend's own, wrapped by a recorder).
 
-Each backend chooses its sync in one function, `device_sync(device)`, and `prepare` takes it
-from there.  The probe below replaces that function by one returning a recorder around the
-real sync, prepares a tiny cell, and runs `timing.time_iterations` with a clock that logs its
-reads into the same event log: a clock read not immediately after a sync would time work the
-device may not have finished (on a GPU).  Each framework runs in its own environment's Python
+Each backend chooses its sync in one function, `device_sync(device)` (its device.py's), and
+`prepare` (its tasks.py's) takes it from there.  The probe below replaces that function, where
+prepare looks it up, by one returning a recorder around the real sync, prepares a tiny cell,
+and runs `timing.time_iterations` with a clock that logs its reads into the same event log: a
+clock read not immediately after a sync would time work the device may not have finished (on
+a GPU).  Each framework runs in its own environment's Python
 (torch: this one), all of its cells in one process.
 """
 
@@ -22,18 +23,23 @@ import pytest
 from adbench import spec
 from isolated import REPO, venv_python
 
+pytestmark = pytest.mark.backend  # runs each framework in a process of its own
+
 MODES = {"torch": ("eager", "script"), "tensorflow": ("eager", "graph"), "jax": ("eager", "jit")}
 TASKS = ("backward", "jacobian_rows", "jacobian_vectorized")
 WARMUP, ITERATIONS = 1, 2
 
 PROBE = r'''
-import json, sys, time
+import json, sys, time, types
 from adbench import spec, timing
 from adbench.backends import load
 
 framework, cells, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 backend = load(framework)
 backend.configure_threads(1)
+# Where prepare looks device_sync up: a package backend's tasks module (a one-module backend
+# is that module itself).
+owner = backend if isinstance(backend, types.ModuleType) else sys.modules[type(backend).__module__]
 
 
 class RecordingSync:
@@ -54,14 +60,14 @@ class RecordingSync:
 
 def events(mode, task):
     log = []
-    real = backend.device_sync
-    backend.device_sync = lambda device: RecordingSync(real(device), log)
+    real = owner.device_sync
+    owner.device_sync = lambda device: RecordingSync(real(device), log)
     try:
         workload = spec.Workload("mlp512", seed=0, task=task, n_samples=4, batch_size=4,
                                  jacobian_rows=3, warmup=WARMUP, iterations=ITERATIONS)
         prepared = backend.prepare(workload, mode, "cpu")
     finally:
-        backend.device_sync = real
+        owner.device_sync = real
 
     def clock():
         log.append("clock")
@@ -72,7 +78,7 @@ def events(mode, task):
             "quantities": sorted(k for k in rows[0] if k.endswith("_s"))}
 
 
-cuda_sync = backend.device_sync("cuda")
+cuda_sync = owner.device_sync("cuda")
 summary = {"cells": {f"{mode}/{task}": events(mode, task) for mode, task in cells},
            "cuda_sync": f"{getattr(cuda_sync, '__module__', '')}."
                         f"{getattr(cuda_sync, '__qualname__', type(cuda_sync).__qualname__)}"}

@@ -10,6 +10,7 @@ runs for real in its CPU environment, where it sees no GPU either."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import stat
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from adbench import provenance, schema, spec
-from adbench.backends import DeviceNotVisible, UnsupportedCell
+from adbench.backends import DeviceNotVisible, UnsupportedCell, capabilities
 from conftest import REPO
 from isolated import venv_python
 
@@ -90,12 +91,16 @@ def test_a_failure_on_a_new_enough_driver_adds_nothing(monkeypatch):
 def test_only_what_the_spec_declares_impossible_is_unsupported_up_front(framework):
     """A device the framework has no path to (no CUDA build in the spec) is unsupported
     before anything is imported; a framework with one goes on to look for the GPU."""
-    cli.check_device_path(framework, "cpu")
+    declared = capabilities(framework)
+    mode = next(iter(spec.FRAMEWORKS[framework].modes))
+    cell = spec.Cell(framework, mode, "mlp512", "backward", "cpu", 1, 0)
+    cli.check_declared(declared, cell)
+    on_cuda = dataclasses.replace(cell, device="cuda")
     if "cuda" in spec.FRAMEWORKS[framework].devices:
-        cli.check_device_path(framework, "cuda")
+        cli.check_declared(declared, on_cuda)
     else:
-        with pytest.raises(UnsupportedCell, match=f"{framework} has no cuda path"):
-            cli.check_device_path(framework, "cuda")
+        with pytest.raises(UnsupportedCell, match=f"{framework} has no cuda build"):
+            cli.check_declared(declared, on_cuda)
 
 
 def test_device_not_visible_is_no_unsupported_cell():
@@ -181,10 +186,11 @@ def test_the_stack_found_without_driver_or_cuda_build_says_so(monkeypatch):
 
 
 # ------------------------------------------------------------------ the backends
+@pytest.mark.backend  # imports torch
 def test_torch_seeing_no_gpu_fails_with_its_words_and_the_versions(old_driver):
     """PyTorch's is_available() only says False; its init says why, and the message keeps
     those words and adds what was found."""
-    from adbench.backends import torch_backend as tb
+    from adbench.backends.torch_backend import device as tb, tasks
 
     def init():
         raise RuntimeError(TOO_OLD)
@@ -194,7 +200,7 @@ def test_torch_seeing_no_gpu_fails_with_its_words_and_the_versions(old_driver):
     old_driver.setattr(tb.torch.version, "cuda", "12.6")
     workload = spec.Workload("mlp512", seed=0, task="backward", n_samples=4, batch_size=4)
     with pytest.raises(DeviceNotVisible) as caught:
-        tb.prepare(workload, "eager", "cuda")
+        tasks.prepare(workload, "eager", "cuda")
     message = str(caught.value)
     for part in (TOO_OLD, "470.57.02", "CUDA up to 11.4", "torch's CUDA 12.6", "11.4 < 12.6",
                  "SLURM granted GPU(s) 0"):
@@ -203,22 +209,24 @@ def test_torch_seeing_no_gpu_fails_with_its_words_and_the_versions(old_driver):
     assert caught.value.cuda["sees_gpu"] is False
 
 
+@pytest.mark.backend  # imports torch
 def test_torch_cpu_build_says_it_has_no_cuda():
-    from adbench.backends import torch_backend as tb
+    from adbench.backends.torch_backend import device as tb
 
     if tb.torch.cuda.is_available():
         pytest.skip("a GPU is visible: the cuda cell would run")
     with pytest.raises(DeviceNotVisible) as caught:
-        tb._torch_device("cuda")
+        tb.torch_device("cuda")
     if tb.torch.version.cuda is None:  # the CPU wheel of the test environment
         assert "Torch not compiled with CUDA enabled" in str(caught.value)
 
 
+@pytest.mark.backend
 def test_jax_seeing_no_gpu_fails_with_its_words(tmp_path):
     """Real JAX, CPU jaxlib (envs/jax.yaml): jax.devices('cuda') says why."""
-    code = ("import json, sys; from adbench.backends import jax_backend as jb, "
-            "DeviceNotVisible\n"
-            "try:\n    jb._device('cuda')\nexcept DeviceNotVisible as exc:\n"
+    code = ("import json, sys; from adbench.backends import DeviceNotVisible; "
+            "from adbench.backends.jax_backend import device\n"
+            "try:\n    device.jax_device('cuda')\nexcept DeviceNotVisible as exc:\n"
             "    json.dump([str(exc), exc.cuda], open(sys.argv[1], 'w'))\n")
     out = tmp_path / "jax.json"
     env = {k: v for k, v in os.environ.items() if k not in GPU_VARS}
@@ -297,7 +305,8 @@ def test_the_next_run_retimes_a_cell_whose_gpu_was_not_seen(tmp_path):
     child = [sys.executable, str(wrapper), *measure_argv(tmp_path)]
     for runs in (1, 2):
         done = run_cell(tmp_path, child)
-        assert done.returncode == 0, done.stderr[-4000:]
+        # the job fails (a bad node shows), its record written
+        assert done.returncode == 3, done.stderr[-4000:]
         lines = (tmp_path / "killed.log").read_text().splitlines()
         assert len(lines) == runs and "re-time" in lines[-1]
     assert schema.read_provenance(str(tmp_path / "raw.parquet"))["status"] == "failed"
@@ -310,7 +319,7 @@ def test_a_spec_impossible_cuda_cell_is_unsupported_and_not_retimed(tmp_path):
                                *measure_argv(tmp_path, "autograd", "cuda")])
     assert done.returncode == 0, done.stderr[-4000:]
     info = schema.read_provenance(str(tmp_path / "raw.parquet"))
-    assert info["status"] == "unsupported" and "no cuda path" in info["message"]
+    assert info["status"] == "unsupported" and "no cuda build" in info["message"]
     assert info["retime"] is None and "autograd" not in info["frameworks_loaded"]
     assert not (tmp_path / "killed.log").exists()
 

@@ -270,7 +270,8 @@ def test_every_model_and_task_is_in_a_table_of_every_framework():
 def test_every_framework_has_its_pins_and_its_backend_module():
     for name, info in spec.FRAMEWORKS.items():
         assert (REPO / "envs" / f"{info.env}.yaml").exists(), name
-        assert (REPO / "workflow/scripts/adbench/backends" / f"{info.backend}.py").exists(), name
+        package = REPO / "workflow/scripts/adbench/backends" / info.backend
+        assert (package / "__init__.py").exists() or package.with_suffix(".py").exists(), name
         assert info.modes
 
 
@@ -369,3 +370,53 @@ def test_a_frozen_cell_has_a_reference_of_its_own_kind():
     assert cell.reference_path == "reference/mlp512/trainable_gradients/seed0.npz"
     retained = spec.Cell("torch", "eager", "mlp512", "backward_retained", "cpu", 1, 0)
     assert retained.reference_path == "reference/mlp512/gradients/seed0.npz"
+
+
+# ------------------------------------------------------------------ the backends' declarations
+def test_every_backend_declares_what_it_does_without_importing_its_framework():
+    """Each backend's CAPABILITIES (adbench.backends) name only what the spec knows, and
+    reading them imports no framework: measure.py refuses a cell before any import."""
+    import subprocess
+    import sys
+
+    from adbench import backends
+
+    for framework in spec.FRAMEWORKS:
+        declared = backends.capabilities(framework)
+        assert declared.framework == framework and declared.problems() == [], framework
+        assert declared.modes == tuple(spec.FRAMEWORKS[framework].modes)
+    code = ("import sys; sys.path.insert(0, 'workflow/scripts'); from adbench import backends, "
+            "spec; [backends.capabilities(f) for f in spec.FRAMEWORKS]; "
+            "print(sorted(m for m in spec.FRAMEWORKS if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert loaded == "[]"
+
+
+def test_a_declared_refusal_is_the_cells_message_before_anything_runs():
+    from adbench import backends
+
+    autograd = backends.capabilities("autograd")
+    assert "no retain_graph" in autograd.refusal("eager", "mlp512", "backward_retained", "cpu")
+    assert autograd.refusal("eager", "mlp512", "backward", "cpu") is None
+    assert autograd.refusal("eager", "mlp512", "backward", "cuda") == (
+        "autograd has no cuda build in this pipeline")
+    # what the spec says of a model holds for every backend alike
+    assert backends.capabilities("torch").refusal(
+        "eager", "dense", "backward_frozen", "cpu").startswith("dense has no frozen part")
+    # a run-time refusal is no refusal until the run meets its error
+    torch = backends.capabilities("torch")
+    assert torch.refusal("script", "mlp512", "loss_jacobian", "cpu") is None
+    met = RuntimeError("The stateless API can't be used with Jitted modules")
+    found = torch.refusal_of("script", "mlp512", "loss_jacobian", "cpu", met)
+    assert found is not None and found.message(met).startswith(found.reason)
+    assert torch.refusal_of("eager", "mlp512", "loss_jacobian", "cpu", met) is None
+
+
+def test_a_typo_in_a_declaration_is_a_problem():
+    from adbench.backends import Capabilities, Refusal
+
+    typo = Capabilities("torch", refusals=(Refusal("why", tasks=("backwrd",)),
+                                           Refusal("why", modes=("jit",))))
+    assert typo.problems() == ["torch: a refusal names unknown tasks 'backwrd'",
+                               "torch: a refusal names unknown modes 'jit'"]

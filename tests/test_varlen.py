@@ -12,7 +12,7 @@ from test_verdicts import claim_row, evaluate, frame, processes
 from adbench import claims, spec, stats, varlen, verdicts
 
 CELL = {"framework": "tensorflow", "mode": "graph", "model": "lstm", "task": "backward_varlen",
-        "device": "cpu", "threads": 1, "seed": 0}
+        "device": "cpu", "threads": 1, "seed": 0, "machine": "x86 CPU"}
 
 
 def rows(steps, traces, warmup=1, cell=CELL):
@@ -74,7 +74,8 @@ def test_the_claim_covers_every_sequence_model_and_no_other():
 
 
 def cells_frame():
-    base = {"device": "cpu", "threads": 1, "model": "rnn_cell", "status": "ok",
+    base = {"device": "cpu", "threads": 1, "machine": "x86 CPU", "model": "rnn_cell",
+            "status": "ok",
             "message": "", "epoch_steps": 5, "epoch_mean_length": 30.0}
     out = []
     for seed in (0, 1):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import time
 
 import numpy as np
@@ -19,11 +20,14 @@ import pytest
 import tensorflow as tf  # noqa: F401  (installed in the test Python: missing is a failure)
 
 from adbench import reference, spec
-from adbench.backends import UnsupportedCell
-from adbench.backends import tensorflow_backend as tb
+from adbench.backends import load
+from adbench.backends.tensorflow_backend import CAPABILITIES
 
 from conftest import at_one_thread
 from test_backends import TOLERANCES, tiny
+
+pytestmark = pytest.mark.backend  # imports a framework
+tb = load("tensorflow")
 
 SEQUENCE_MODELS = [m for m, info in spec.MODELS.items() if info.sequence_features]
 STRATEGY_TASK = {spec.TASKS[t].sequence: t for t in spec.SEQUENCE_TASKS}
@@ -41,7 +45,8 @@ def reference_of(model: str) -> tuple[float, list[np.ndarray]]:
     return reference.reference_derivatives(tiny(model, "backward_varlen"))
 
 
-CELLS = [(model, strategy, mode) for model in SEQUENCE_MODELS for strategy in spec.SEQUENCE_STRATEGIES
+CELLS = [(model, strategy, mode) for model in SEQUENCE_MODELS
+         for strategy in spec.SEQUENCE_STRATEGIES
          for mode in ("eager", "graph") if (strategy, mode) != ("dynamic", "eager")]
 
 
@@ -69,7 +74,7 @@ def test_every_strategy_has_the_true_length_derivative(model, strategy, mode):
         assert traces == [0] * len(traces)
     else:
         assert all(isinstance(t, int) and t >= 1 for t in traces), traces
-    assert prepared.choices["sequence"].startswith(f"{strategy}: ")
+    assert prepared.choices["sequence"] == strategy  # its description: report_spec
     assert "shape_policy" in prepared.choices
     assert all(isinstance(v, str) for v in prepared.choices.values())
 
@@ -112,7 +117,8 @@ def test_graph_mode_retraces_per_new_shape_and_counts_it():
     """tf.function as by default: every new length traces (true), one shape traces once
     (padded), a trace per bucket (bucketed); reduce_retracing (dynamic) traces twice, the
     second time with the time axis generalised, and never again."""
-    results = {s: traces_over_an_epoch(STRATEGY_TASK[s], "graph") for s in spec.SEQUENCE_STRATEGIES}
+    results = {s: traces_over_an_epoch(STRATEGY_TASK[s], "graph")
+               for s in spec.SEQUENCE_STRATEGIES}
     steps, traces = results["true"]
     assert traces == distinct_so_far(steps) == [1, 2, 3]
     assert results["padded"][1] == [1, 1, 1]
@@ -152,12 +158,15 @@ def test_xla_compiles_per_shape_without_retracing():
 @pytest.mark.parametrize("mode", spec.FRAMEWORKS["tensorflow"].modes)
 @pytest.mark.parametrize("task", spec.SEQUENCE_TASKS)
 def test_a_model_without_a_sequence_is_unsupported(task, mode):
-    with pytest.raises(UnsupportedCell, match="reads no sequence"):
-        tb.prepare(tiny("mlp512", task), mode, "cpu")
+    assert "reads no sequence" in CAPABILITIES.refusal(mode, "mlp512", task, "cpu")
 
 
 @pytest.mark.parametrize("model", SEQUENCE_MODELS)
 def test_dynamic_shapes_in_eager_mode_are_unsupported_with_the_reason(model):
-    with pytest.raises(UnsupportedCell, match="eager mode has no dynamic-shape option.*"
-                                              "define-by-run"):
-        tb.prepare(tiny(model, "backward_varlen_dynamic"), "eager", "cpu")
+    reason = CAPABILITIES.refusal("eager", model, "backward_varlen_dynamic", "cpu")
+    assert re.search("eager mode has no dynamic-shape option.*define-by-run", reason)
+
+
+@pytest.mark.parametrize("model, strategy, mode", CELLS)
+def test_every_strategy_runs_where_it_is_declared_to(model, strategy, mode):
+    assert CAPABILITIES.refusal(mode, model, STRATEGY_TASK[strategy], "cpu") is None

@@ -28,19 +28,21 @@ rule measure:
         gradients=tree(spec.GRADIENT_PATTERN),
     log:
         tree(spec.LOG_PATTERN),
+    # Timing jobs never share a machine with each other: timing_lock, limit 1 in
+    # profiles/default; in profiles/slurm the same limit, scoped local, runs the cells of a
+    # pack one at a time in their SLURM job, while the packs run side by side. On a cluster a
+    # cell is in the pack adbench/cluster.py gives it (its group, with rule pack's job), and
+    # its runtime (minutes: SLURM's --time) is its share of the pack's walltime, which
+    # Snakemake adds up; plan_campaign.py prints the same packs. Budget, memory, walltime and
+    # the cluster's settings are resources, not parameters: changing one re-times nothing. A
+    # retry (--retries) asks the scheduler for more memory and time; the budget, part of the
+    # experiment, stays what the config says. First: the site's settings by the cell's device
+    # and its GPU, as the site asks for one (common.smk, cell_slurm_resources).
+    group:
+        cell_pack
     conda:
         cell_conda_env
     threads: same_for_every_cell(lambda cell: int(cell.threads))
-    # Timing jobs never share a machine with each other: timing_lock, limit 1 in
-    # profiles/default; in profiles/slurm the same limit, scoped local, runs the cells packed
-    # into one SLURM job one at a time, while the packs run side by side (docs/cluster.md).
-    # Budget, memory, walltime and the cluster's settings are resources, not parameters:
-    # changing one re-times nothing. The walltime (runtime, minutes: SLURM's --time) is an
-    # estimate of the cell with the config's margin, at most the budget plus a minute
-    # (adbench/config.py, Walltimes; plan_campaign.py prints the same). A retry (--retries)
-    # asks the scheduler for more memory and time; the budget, part of the experiment, stays
-    # what the config says. First (unpacked): the config's `cluster` section by the cell's
-    # device (common.smk, cell_slurm_resources).
     resources:
         **cell_slurm_resources(),
         timing_lock=1,
@@ -49,10 +51,8 @@ rule measure:
         budget_s=same_for_every_cell(
             lambda cell: run_config.budget_resource(WORKLOADS.budget_s(cell.model, cell.task))
         ),
-        runtime=lambda wc, attempt: RUN.walltimes.runtime_min(wc, attempt),
-        mem_mb=lambda wc, attempt: WORKLOADS.mem_mb(wc.model, wc.task) * attempt,
-        # A CUDA cell asks the scheduler for a GPU (SLURM: --gpus=1); a CPU cell for none.
-        gpu=same_for_every_cell(lambda cell: run_config.cell_gpus(cell.device)),
+        runtime=cell_runtime,
+        mem_mb=cell_mem_mb,
     params:
         cell=cell_arguments,
     shell:
@@ -60,6 +60,12 @@ rule measure:
         # loop before it); the supervisor's path is written in at parse time.
         f"{env_python(spec.ANALYSIS_ENV)} {RUN_CELL_SCRIPT} --budget-s {{resources.budget_s}} "
         "{params.cell} --budget-s {resources.budget_s} --granted-threads {threads} > {log} 2>&1"
+
+
+# The float64 references take seconds each (ResNet50's Jacobian 3 s): on a cluster they run on
+# the submit host, beside the analysis, rather than as jobs shorter than a site's minimum.
+localrules:
+    reference,
 
 
 rule reference:
@@ -73,13 +79,10 @@ rule reference:
         tree("logs/reference/{model}/{derivative}/seed{seed}.log"),
     conda:
         lambda wc: env_file(reference_env(wc))
-    # Heavy (a float64 ResNet50): it never runs beside a timing job either. On a cluster a
-    # CPU job: the CPU partition's settings of the config's `cluster` section (first); a
-    # memory request as its (model, task)'s cells'; a walltime (minutes) estimated from
-    # its model and data sizes with the cells' margin and floor (adbench/config.py,
-    # Walltimes.reference), times the attempt on retries.
+    # Heavy (a float64 ResNet50): it never runs beside a timing job either. A memory request
+    # as its (model, task)'s cells'; a walltime (minutes) estimated from its model and data
+    # sizes (adbench/cluster.py, Walltimes.reference), times the attempt on retries.
     resources:
-        **slurm_resources("cpu"),
         timing_lock=1,
         runtime=lambda wc, attempt: RUN.walltimes.reference_runtime_min(wc, attempt),
         mem_mb=lambda wc, attempt: attempt
@@ -92,3 +95,36 @@ rule reference:
         "--derivative {wildcards.derivative} --seed {wildcards.seed} "
         "{params.data} "
         "--out {output} > {log} 2>&1"
+
+
+rule pack:
+    # On a cluster, what joins a pack's cells into one SLURM job (a group job: its cells,
+    # then this): a record of which job and node ran them. Its group is its pack's name.
+    input:
+        pack_cells,
+    output:
+        tree("packs/{pack}.json"),
+    log:
+        tree("logs/packs/{pack}.log"),
+    wildcard_constraints:
+        pack=r"pack_\w+",
+    group:
+        lambda wildcards: wildcards.pack
+    resources:
+        runtime=0,
+        mem_mb=100,
+        gpu=0,
+    run:
+        write_pack(wildcards.pack, input, output[0], log[0])
+
+
+# Before a run submits anything to SLURM (not in a dry run): common.smk, slurm_preflight.
+onstart:
+    slurm_preflight()
+
+
+# Said while planning: CUDA cells bound for a cluster without a GPU partition (a real run
+# stops before submitting).
+if submitting():
+    for _problem in run_config.gpu_partition_problems(CLUSTER, packs().pending):
+        logger.warning(f"adbench: {_problem}")

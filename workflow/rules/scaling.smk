@@ -1,19 +1,19 @@
 # How a derivative's cost grows (adbench/scaling.py, adbench/flops.py): the machine's float32
 # matmul peak at the cells' thread counts, and per condition the cheap-gradient ratio, FLOPs
 # per step and the share of that peak reached; a figure per axis the tree sweeps.
-from adbench import scaling as scaling_plan  # noqa: E402  (numpy and the spec only)
+from adbench import sweeps  # noqa: E402  (the spec only)
 
 SCALING_TABLE = tree("tables/scaling.csv")
 # The CPU cells' thread counts; none (a CUDA-only run): no CPU peak is measured. The GPU's,
 # where CUDA cells run.
-PEAK_THREADS = scaling_plan.thread_counts(CELLS)
+PEAK_THREADS = sweeps.thread_counts(CELLS)
 PEAK_FILES = [tree("scaling/peak.json")] if PEAK_THREADS else []
-if scaling_plan.measures_gpu_peak(CELLS):
+if sweeps.measures_gpu_peak(CELLS):
     PEAK_FILES.append(tree("scaling/peak_cuda.json"))
-CUDA_PEAK_ENV = spec.FRAMEWORKS[scaling_plan.CUDA_PEAK_FRAMEWORK].env
+CUDA_PEAK_ENV = spec.FRAMEWORKS[sweeps.CUDA_PEAK_FRAMEWORK].env
 SCALING_FIGURES = {
     f"{axis}_{ext}": tree(f"figures/scaling_{axis}.{ext}")
-    for axis in scaling_plan.sweep_axes(CELLS)
+    for axis in sweeps.sweep_axes(CELLS)
     for ext in ("pdf", "png")
 }
 
@@ -38,8 +38,10 @@ rule matmul_peak:
     threads: max(PEAK_THREADS, default=1)
     resources:
         **slurm_resources("cpu", max(PEAK_THREADS, default=1)),
-        # seconds of products: the walltimes' floor on a cluster
+        # seconds of products: the walltimes' floor on a cluster; every submitted job asks
+        # for its memory (the CPU cells' default)
         runtime=RUN.walltimes.floor_min,
+        mem_mb=WORKLOAD["mem_mb"],
         timing_lock=1,
     params:
         python=env_python(spec.ANALYSIS_ENV),
@@ -63,8 +65,9 @@ rule matmul_peak_cuda:
         env_file(CUDA_PEAK_ENV)
     resources:
         **slurm_resources("cuda", 1),
-        gpu=run_config.cell_gpus("cuda"),
         runtime=RUN.walltimes.floor_min,
+        # PyTorch's CUDA cells hold about 1 GiB resident (example-results): the cells' default
+        mem_mb=WORKLOAD["mem_mb"],
         timing_lock=1,
     params:
         python=env_python(CUDA_PEAK_ENV),
@@ -76,7 +79,8 @@ rule scaling:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         cells=tree("aggregate/cells.parquet"),
-        bootstrap=tree("aggregate/bootstrap.parquet"),
+        comparisons=tree("aggregate/comparisons.parquet"),
+        conditions=tree("aggregate/conditions.parquet"),
         peak=PEAK_FILES,
         code=code("scaling.py"),
     output:
@@ -95,12 +99,12 @@ rule scaling:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        confidence=config["statistics"]["confidence"],
         peak=lambda w, input: " ".join(f"--peak {p}" for p in input.peak),
         figures=" ".join(
             f"--figure {key.rsplit('_', 1)[0]}={path}" for key, path in SCALING_FIGURES.items()
         ),
     shell:
-        "{params.python} {input.code[0]} --cells {input.cells} --bootstrap {input.bootstrap} "
-        "{params.peak} --confidence {params.confidence} --table {output.table} "
+        "{params.python} {input.code[0]} --cells {input.cells} "
+        "--comparisons {input.comparisons} --conditions {input.conditions} "
+        "{params.peak} --table {output.table} "
         "{params.figures} > {log} 2>&1"

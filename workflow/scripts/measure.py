@@ -28,43 +28,15 @@ import time
 SCRIPT_START = time.time()  # before any import: interpreter start-up vs. imports
 
 import argparse  # noqa: E402
-import dataclasses  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import derivatives, provenance, schema, spec, timing  # noqa: E402
+from adbench import cell_record, provenance, spec, timing  # noqa: E402
 from adbench import backends  # noqa: E402
 from adbench.backends import DeviceNotVisible, UnsupportedCell  # noqa: E402
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cell", required=True, metavar="JSON",
-                   help="the cell's description, whole (spec.CellDescription): "
-                   '{"cell": {framework, mode, model, task, device, threads, seed}, '
-                   '"workload": {model, task, seed, warmup, iterations, n_samples, '
-                   'batch_size, jacobian_rows}}, as a raw file\'s metadata holds it')
-    p.add_argument("--granted-threads", type=int, help="the cores Snakemake gave the job; a "
-                   "cell is not run with fewer cores than threads")
-    p.add_argument("--budget-s", type=float, help="the cell's time budget, from process "
-                   "start: no iteration starts once it is nearly spent (status timeout, the "
-                   "iterations done are kept); run_cell.py kills the process at the budget")
-    p.add_argument("--cache-dir", default="results/cache", help="compile caches of the "
-                   "frameworks (ADBENCH_CACHE_DIR for the backend); default %(default)s")
-    p.add_argument("--out", required=True, help="raw Parquet file to write")
-    p.add_argument("--gradients", required=True, help=".npz file for the correctness check: "
-                   "loss and gradients, or the Jacobian, at the first batch")
-    args = p.parse_args(argv)
-    try:
-        args.description = spec.CellDescription.from_json(args.cell)
-    except (ValueError, TypeError) as exc:  # json's errors are ValueErrors
-        p.error(f"--cell: {exc}")
-    if args.budget_s is not None and args.budget_s <= 0:
-        p.error("--budget-s: a budget > 0")
-    return args
 
 
 def log(message: str) -> None:
@@ -149,57 +121,9 @@ def cuda_found(backend, device: str, exc: BaseException | None, info: dict) -> d
         return None
 
 
-def starting_info(args: argparse.Namespace) -> dict:
-    """The provenance known before anything runs (the record run_cell.py writes too); its
-    "cell" and "workload" are the cell's description, whole (spec.CellDescription)."""
-    description = args.description
-    cell, workload = description.cell, description.workload
-    return {
-        "schema_version": None,
-        **description.as_dict(),
-        "budget_s": args.budget_s,
-        "config_hash": provenance.config_hash(description.as_dict()),
-        "timed_quantities": list(spec.timed_quantities(cell.framework, cell.mode, cell.task)),
-        "n_parameters": workload.spec.n_parameters,
-        "derivative_shape": list(workload.spec.jacobian_shape(workload.jacobian_rows))
-        if workload.per_example else None,
-        "dtype": "float32",
-        "gpu": None,  # a cuda cell's GPU, once its framework has set it up
-        # A cuda cell's CUDA stack, whatever its status (provenance.cuda_stack): driver,
-        # the CUDA it supports, the runtime the framework got, the GPUs the job was given.
-        "cuda": None,
-        "retime": None,  # why the next run re-times this cell (run_cell.py), or None
-        "peak_device_memory_bytes": None,
-        "peak_device_reserved_bytes": None,
-        "device_after_step_bytes": None,
-        "device_process_bytes": None,
-        # The memory of the measured phase (schema.MEMORY_FIELDS), once it has run.
-        **timing.ProcessMemory().record,
-        "started_at": provenance.now_iso(),
-        "process_started_at_epoch": provenance.process_start_epoch(),
-        "script_started_at_epoch": SCRIPT_START,
-        **provenance.git_state(os.path.dirname(os.path.abspath(__file__))),
-    }
-
-
-def write_cell(args: argparse.Namespace, info: dict, status: str, message: str,
-               rows: list[dict], loss=None, grads=()) -> None:
-    """Both files of a cell, whatever its status: the report says n/a and why."""
-    info.update(
-        schema_version=schema.SCHEMA_VERSION, status=status, message=message,
-        ended_at=provenance.now_iso(), threads=args.description.cell.threads,
-        frameworks_loaded=provenance.frameworks_loaded(spec.FRAMEWORKS),
-        **provenance.machine(),
-    )
-    derivatives.write_derivatives(args.gradients, status, loss, list(grads),
-                                  about=args.description.as_dict())
-    schema.write_raw(args.out, dataclasses.asdict(args.description.cell), rows, info)
-    log(f"wrote {args.out} (status {status})")
-
-
 def measure(args: argparse.Namespace) -> int:
     cell, workload = args.description.cell, args.description.workload
-    info = starting_info(args)
+    info = cell_record.starting_info(args.description, args.budget_s, SCRIPT_START)
     provenance.pin_threads_env(cell.threads)
     os.environ["ADBENCH_CACHE_DIR"] = os.path.abspath(args.cache_dir)
     rows, status, message = [], "ok", ""
@@ -232,7 +156,9 @@ def measure(args: argparse.Namespace) -> int:
 
         # Peaks reset outside the clock, at the first measured iteration: warm-up and
         # compilation stay out of the memory a step needs (JAX's device peak cannot be reset).
-        memory = timing.ProcessMemory()
+        # The baseline follows the release of what the last warm-up step kept, read as the
+        # backend declares valid for the device (backends.StepMemory).
+        memory = timing.ProcessMemory(backend.step_memory(cell.device), prepared.release)
 
         def at_measured():
             memory.start()
@@ -283,9 +209,11 @@ def measure(args: argparse.Namespace) -> int:
     if prepared is not None:  # what prepare chose and what the loop added (Prepared.choices)
         info["choices"] = dict(prepared.choices)
     info["phases"] = phases
-    write_cell(args, info, status, message, rows, loss, grads)
+    cell_record.write_cell(args.out, args.gradients, args.description, info, status,
+                           message, rows, loss, grads)
+    log(f"wrote {args.out} (status {status})")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(measure(parse_args()))
+    sys.exit(measure(cell_record.parse_args(doc=__doc__)))

@@ -179,6 +179,13 @@ TASKS: dict[str, TaskInfo] = {
 # The variable-length tasks (TaskInfo.sequence), in SEQUENCE_STRATEGIES' order.
 SEQUENCE_TASKS = tuple(t for s in SEQUENCE_STRATEGIES for t, info in TASKS.items()
                        if info.sequence == s)
+
+
+def sequence_task(strategy: str) -> str:
+    """The variable-length task of a strategy (SEQUENCE_STRATEGIES)."""
+    return next(t for t in SEQUENCE_TASKS if TASKS[t].sequence == strategy)
+
+
 # The forward alone: the denominator of the cheap-gradient ratio (adbench.scaling).
 FORWARD_TASK = "forward"
 # The tasks of the study's own experiments (the others vary one of them: TaskInfo.variant_of,

@@ -5,16 +5,22 @@ one iteration and returns the timed quantities in seconds, reading `clock()` onl
 device is synchronised.  Nothing is averaged here; statistics are computed downstream.
 
 The memory a step needs is read here too, around the measured phase and outside the clock:
-`ProcessMemory` reads the process's resident memory from Linux's /proc (the baseline, the
-peak and what is held once the last step returned); `time_iterations` calls its
-`at_measured` hook between the last warm-up iteration and the first measured one.
+`ProcessMemory` takes its baseline at the start of the measured phase (`time_iterations`
+calls its `at_measured` hook between the last warm-up iteration and the first measured one)
+after releasing what the previous step keeps and returning freed memory to the system
+(glibc's malloc_trim(0), and the framework's own equivalent), so that warm-up's freed pages
+do not hide the step; once the last step returned it reads the peak, what is still resident
+(/proc), the C heap's bytes in use, and the bytes the step keeps by the reading its backend
+declares valid for the device (adbench.backends.StepMemory).
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 from typing import Callable, Protocol
 
+from adbench.backends import C_HEAP, StepMemory
 from adbench.clock import DEFAULT_CLOCK, Clock
 
 
@@ -65,7 +71,8 @@ PROC_STATUS = "/proc/self/status"
 CLEAR_REFS = "/proc/self/clear_refs"
 # The raw file's memory fields (schema.MEMORY_FIELDS says what each means).
 PROCESS_MEMORY_FIELDS = ("rss_baseline_bytes", "rss_peak_bytes", "rss_after_step_bytes",
-                         "rss_peak_scope", "heap_after_step_bytes")
+                         "rss_peak_scope", "heap_baseline_bytes", "heap_after_step_bytes",
+                         "kept_by_step_reading", "kept_baseline_bytes", "kept_by_step_bytes")
 
 
 class _MallInfo2(ctypes.Structure):
@@ -76,19 +83,38 @@ class _MallInfo2(ctypes.Structure):
         "fordblks", "keepcost")]
 
 
+def _libc_function(name: str):
+    """glibc's function of that name, or None (another libc, an older glibc)."""
+    try:
+        return getattr(ctypes.CDLL("libc.so.6"), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def heap_in_use() -> int | None:
     """The C heap's bytes in use now (glibc's mallinfo2: uordblks, the allocated chunks, plus
-    hblkhd, the mmapped ones): what live objects hold, freed memory excluded, which resident
-    memory keeps counting (the allocator keeps freed pages).  None without glibc's
-    mallinfo2 (another libc, or glibc older than 2.33)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        mallinfo2 = libc.mallinfo2
-    except (OSError, AttributeError):
+    hblkhd, the mmapped ones, summed over every arena): what live objects hold, freed memory
+    excluded, which resident memory keeps counting (the allocator keeps freed pages).  None
+    without glibc's mallinfo2 (another libc, or glibc older than 2.33)."""
+    mallinfo2 = _libc_function("mallinfo2")
+    if mallinfo2 is None:
         return None
     mallinfo2.restype = _MallInfo2
     info = mallinfo2()
     return int(info.uordblks + info.hblkhd)
+
+
+def return_freed_memory(step_memory: StepMemory = C_HEAP) -> None:
+    """Freed memory back to the system: unreachable Python objects collected (a cycle may
+    hold a tensor), the framework's own equivalent (step_memory.return_freed: a pool
+    emptied, pending frees run), then glibc's malloc_trim(0), which returns every arena's
+    free pages (resident memory then counts live memory, and a step's new pages show)."""
+    gc.collect()
+    if step_memory.return_freed is not None:
+        step_memory.return_freed()
+    trim = _libc_function("malloc_trim")
+    if trim is not None:
+        trim(0)
 
 
 def proc_memory(path: str = PROC_STATUS) -> dict[str, int]:
@@ -119,22 +145,44 @@ def reset_peak_rss(path: str = CLEAR_REFS) -> str | None:
 
 
 class ProcessMemory:
-    """The resident memory of the measured phase, outside the clock: `start` (the timing
-    loop's `at_measured` hook) reads the baseline VmRSS and resets the peak; `stop`, once
-    the last step returned, reads the peak (VmHWM), what is still resident (VmRSS) and the
-    C heap's bytes in use (heap_in_use: what live objects still hold).  The
-    record's values are bytes, None where /proc could not say; `rss_peak_scope` says what
-    the peak covers."""
+    """The memory of the measured phase, outside the clock.
 
-    def __init__(self, status: str = PROC_STATUS, clear_refs: str = CLEAR_REFS):
+    `start` (the timing loop's `at_measured` hook) releases what the previous step keeps
+    (`release`: Prepared.release), returns freed memory (return_freed_memory), then reads
+    the baseline: resident memory (VmRSS), the C heap's bytes in use, and `step_memory`'s
+    reading (the backend's declaration for the device), and resets the resident peak.
+    `stop`, once the last step returned, reads the peak (VmHWM), returns freed memory again,
+    and reads the rest: `kept_by_step_bytes` is the reading over its baseline, the bytes a
+    step allocates and keeps past its return (a retained graph's saved tensors), None where
+    the declaration says it is not measurable.  The record's values are bytes, None where
+    nothing could be read; `rss_peak_scope` says what the peak covers."""
+
+    def __init__(self, step_memory: StepMemory = C_HEAP,
+                 release: Callable[[], None] | None = None,
+                 status: str = PROC_STATUS, clear_refs: str = CLEAR_REFS):
+        self.step_memory, self.release = step_memory, release
         self.status, self.clear_refs = status, clear_refs
         self.started = False
         self.record: dict = dict.fromkeys(PROCESS_MEMORY_FIELDS)
         self.record["rss_peak_scope"] = "not measured: the measured phase did not run to its end"
+        self.record["kept_by_step_reading"] = step_memory.reading
+
+    def kept_reading(self) -> int | None:
+        """The declared reading of the bytes in use now (None: not measurable)."""
+        if self.step_memory.not_measurable is not None:
+            return None
+        if self.step_memory.in_use is None:
+            return heap_in_use()
+        return self.step_memory.in_use()
 
     def start(self) -> None:
         self.started = True
+        if self.release is not None:
+            self.release()
+        return_freed_memory(self.step_memory)
         self.record["rss_baseline_bytes"] = proc_memory(self.status).get("VmRSS")
+        self.record["heap_baseline_bytes"] = heap_in_use()
+        self.record["kept_baseline_bytes"] = self.kept_reading()
         failed = reset_peak_rss(self.clear_refs)
         self.record["rss_peak_scope"] = (
             "measured phase (VmHWM reset by /proc/self/clear_refs)" if failed is None else
@@ -143,10 +191,15 @@ class ProcessMemory:
 
     def stop(self) -> dict:
         if self.started:
+            peak = proc_memory(self.status).get("VmHWM")
+            return_freed_memory(self.step_memory)
             now = proc_memory(self.status)
-            self.record["rss_peak_bytes"] = now.get("VmHWM")
+            self.record["rss_peak_bytes"] = peak
             self.record["rss_after_step_bytes"] = now.get("VmRSS")
             self.record["heap_after_step_bytes"] = heap_in_use()
+            kept, baseline = self.kept_reading(), self.record["kept_baseline_bytes"]
+            self.record["kept_by_step_bytes"] = (
+                None if kept is None or baseline is None else kept - baseline)
             if not now:
                 self.record["rss_peak_scope"] = f"not measured: no {self.status}"
         return dict(self.record)

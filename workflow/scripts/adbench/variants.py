@@ -12,6 +12,7 @@ from adbench import formatting as fmt
 from adbench import report_stats
 from adbench.claims import CLAIMS
 from adbench.formatting import latex
+from adbench.machines_section import block_namer
 from adbench.report_spec import model_label, task_description, task_label
 from adbench.spec import DEVICES, MODELS, TASKS
 from adbench.tables import column_label
@@ -29,27 +30,37 @@ def claims_of_variants() -> list:
     """The claims whose comparisons put a variant task beside the task it varies."""
     variants = variant_tasks()
     return [c for c in CLAIMS
-            if any({s.task for s in (x.numerator, x.denominator)} & set(variants)
+            if any({s.task for s in x.sides} & set(variants)
                    for x in c.comparisons)]
 
 
 def claim_devices(claim) -> list[str]:
     """The devices where every side of a claim can be measured (spec.TaskInfo.devices)."""
-    sides = [s for x in claim.comparisons for s in (x.numerator, x.denominator)]
+    sides = [s for x in claim.comparisons for s in x.sides]
     return [d for d in DEVICES if all(d in TASKS[s.task].devices for s in sides)]
 
 
 def frozen_parts(measured_models) -> list[dict]:
-    """The frozen part of each measured model that has one (spec.ModelSpec.frozen)."""
-    return [{"model": latex(model_label(m)), "part": latex(", ".join(MODELS[m].frozen))}
-            for m in MODELS if m in measured_models and MODELS[m].frozen]
+    """The frozen part of each measured model that has one (spec.ModelSpec.frozen), in words:
+    how many of its parameters, in how many arrays (their names are the code's)."""
+    out = []
+    for m in (m for m in MODELS if m in measured_models and MODELS[m].frozen):
+        frozen = [p for p in MODELS[m].params if p.name in MODELS[m].frozen]
+        n = sum(p.size for p in frozen)
+        out.append({"model": latex(model_label(m)),
+                    "part": latex(f"{n} of its {MODELS[m].n_parameters} parameters "
+                                  f"({fmt.counted(len(frozen), 'array')}, its first "
+                                  "layers)")})
+    return out
 
 
 def comparison_rows(comparisons: pd.DataFrame, key: str) -> list[dict]:
     mine = comparisons[(comparisons["claim"] == key)
                        & (comparisons["verdict"] != NOT_MEASURED)]
+    block = block_namer(mine)  # several machines, devices or thread counts: each row's
     return [{"model": latex(model_label(r["numerator_model"])),
-             "mode": latex(column_label(r["numerator_framework"], r["numerator_mode"])),
+             "mode": latex(column_label(r["numerator_framework"], r["numerator_mode"])
+                           + (f" ({block(r)})" if block else "")),
              "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
              "processes": int(r["n_processes"]), "verdict": latex(r["verdict"])}
             for _, r in mine.iterrows()]

@@ -10,7 +10,7 @@ from adbench import formatting as fmt
 from adbench import report_stats
 from adbench.claims import CLAIMS
 from adbench.formatting import latex
-from adbench.report_spec import SEQUENCE_TEXT, model_label
+from adbench.report_spec import SEQUENCE_TEXT, model_label, reader_message
 from adbench.spec import (
     MODELS,
     SEQUENCE_BUCKETS,
@@ -20,11 +20,12 @@ from adbench.spec import (
     TASKS,
 )
 from adbench.stats import EPOCH, SEQUENCE_COLUMNS
+from adbench.machines_section import block_namer
 from adbench.tables import column_label, spec_order
 from adbench.variants import comparison_rows
 
 # tables/varlen.csv: per condition, medians over its ok processes.
-VARLEN_KEYS = ["device", "framework", "mode", "model", "task", "threads"]
+VARLEN_KEYS = ["machine", "device", "framework", "mode", "model", "task", "threads"]
 VARLEN_COLUMNS = [*VARLEN_KEYS, "strategy", "n_processes", *SEQUENCE_COLUMNS]
 
 
@@ -37,6 +38,7 @@ def varlen_table(cells: pd.DataFrame) -> pd.DataFrame:
                & cells[EPOCH].notna()]
     if ok.empty:
         return pd.DataFrame(columns=VARLEN_COLUMNS)
+    ok = ok if "machine" in ok else ok.assign(machine="")  # cells before machines were kept
     grouped = ok.groupby(VARLEN_KEYS, sort=False)
     table = grouped[SEQUENCE_COLUMNS].median().join(grouped.size().rename("n_processes"))
     table = table.reset_index()
@@ -61,10 +63,10 @@ def traces(value) -> str:
 
 
 def table_rows(table: pd.DataFrame) -> list[dict]:
-    several_blocks = len(set(zip(table["device"], table["threads"]))) > 1
+    block = block_namer(table)
     return [{"model": latex(model_label(r.model)),
              "mode": latex(column_label(r.framework, r.mode)),
-             "block": latex(fmt.block(r.device, r.threads)) if several_blocks else "",
+             "block": latex(block(r)) if block else "",
              "strategy": latex(r.strategy), "n": int(r.n_processes),
              "epoch": seconds(r.epoch_s), "steady": milliseconds(r.steady_step_s),
              "traces": traces(r.n_traces), "retrace": seconds(r.retrace_s)}
@@ -75,7 +77,7 @@ def claims_of_sequences() -> list:
     """The claims whose comparisons read a variable-length task."""
     return [c for c in CLAIMS
             if any(s.task in SEQUENCE_TASKS for x in c.comparisons
-                   for s in (x.numerator, x.denominator))]
+                   for s in x.sides)]
 
 
 def varlen_context(cells: pd.DataFrame | None, claims: pd.DataFrame,
@@ -102,7 +104,7 @@ def varlen_context(cells: pd.DataFrame | None, claims: pd.DataFrame,
         "not_ok": [{"model": latex(model_label(r.model)),
                     "mode": latex(column_label(r.framework, r.mode)),
                     "strategy": latex(TASKS[r.task].sequence), "status": latex(r.status),
-                    "message": latex(str(r.message)[:160])}
+                    "message": latex(reader_message(r.message)[:160])}
                    for r in not_ok.drop_duplicates(["framework", "mode", "model", "task"])
                    .itertuples()],
         "claims": judged,

@@ -6,12 +6,12 @@ four files in every one:
     __init__.py   CAPABILITIES: the model families it builds, the tasks it implements and
                   the cells it refuses, with why (Refusal): data, no framework import, so
                   that measure.py refuses a cell before importing anything and the
-                  conformance test (tests/conformance.py) checks every declaration;
-                  backend(): its Backend, which imports the framework
+                  conformance test (tests/isolated.py) checks every declaration
     device.py     threads, versions, the device: sync, CUDA numerics, GPU probes
     models.py     the model families, built as the framework's users write them, loading
                   the spec's canonical arrays (layouts converted once, there)
-    tasks.py      one builder per task, prepare, and the Backend subclass
+    tasks.py      one builder per task, prepare, the Backend subclass and backend(), which
+                  makes it (load() calls it: the framework is imported from here down)
 
 A backend imports only its own framework, this module and the layers below it (spec,
 clock, derivatives, provenance).
@@ -52,7 +52,7 @@ user's home; `choices` says whether a cache was cold or shared.
 `Prepared.derivatives(i)` returns, at iteration i's batch, outside the clock:
     task derivative "gradients": (loss, [dloss/dparam for every spec param, canonical layout])
     task derivative "trainable_gradients": the same for the params a frozen task trains
-                                 (trained_params: every one outside spec.ModelSpec.frozen)
+                                 (spec.ModelSpec.trained: every one outside its frozen part)
     task derivative "jacobian":  (nan,  [J]) with J of shape spec.jacobian_shape(rows):
                                  d output.flatten()[:rows] / d x (one example, canonical layout)
     task derivative "loss":      derivatives.loss_as_array(loss): the forward task
@@ -61,6 +61,14 @@ user's home; `choices` says whether a cache was cold or shared.
 The forward task times the loss alone, as the mode runs a function its users do not
 differentiate: eager with nothing recorded for a derivative (no tape, torch.no_grad()), a
 compiled mode's compiled function of the loss (its own trace or compilation, as the step's).
+
+Memory a step keeps: `Backend.step_memory(device)` declares how the bytes a step allocates
+and keeps past its return are read on that device (StepMemory): the reading its backend's
+test shows valid (tests/test_step_memory.py plants an allocation of known size that the step
+keeps and finds it within 20%), or why none is (`memory_not_measurable`): the default, so
+that no backend is read by a method nobody checked.  `Prepared.release` drops what a step
+keeps until the next one starts (a retained graph), so that the baseline at the start of the
+measured phase holds none of it (adbench.timing.ProcessMemory).
 """
 
 from __future__ import annotations
@@ -155,12 +163,12 @@ class Refusal:
 
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
-    """What a backend can run: its modes and devices are the spec's (spec.FRAMEWORKS), the
-    model families and tasks its own; every cell it refuses is a Refusal here."""
+    """What a backend can run: its modes and devices are the spec's (spec.FRAMEWORKS), and
+    every model family and task of the spec unless a Refusal here says otherwise, with why.
+    A task or family new to the spec is thus the backend's to implement (its task builder,
+    its model) or to refuse here: the conformance test fails on one it does neither."""
 
     framework: str
-    families: tuple[str, ...]
-    tasks: tuple[str, ...]
     refusals: tuple[Refusal, ...] = ()
 
     @property
@@ -175,6 +183,8 @@ class Capabilities:
         """Why the cell cannot run, known before anything runs; None: it runs (or meets a
         run-time refusal)."""
         fw, info = self.framework, spec.MODELS[model]
+        if mode not in self.modes:  # the spec's cells never have one: a caller's slip
+            return f"{fw} has no mode {mode!r}"
         if device not in self.devices:
             return f"{fw} has no {device} build in this pipeline"
         why = spec.task_refusal(fw, task, device)
@@ -184,15 +194,8 @@ class Capabilities:
             return f"{model} reads no sequence whose length could vary"
         if TASKS[task].frozen and not info.frozen:
             return f"{model} has no frozen part (a single layer, or no first layers to freeze)"
-        declared = next((r.reason for r in self.refusals
-                         if not r.at_run_time and r.covers(mode, model, task, device)), None)
-        if declared:
-            return declared
-        if info.family not in self.families:
-            return f"the {fw} backend builds no {info.family} model"
-        if task not in self.tasks:
-            return f"the {fw} backend does not implement the task {task}"
-        return None
+        return next((r.reason for r in self.refusals
+                     if not r.at_run_time and r.covers(mode, model, task, device)), None)
 
     def refusal_of(self, mode: str, model: str, task: str, device: str,
                    exc: BaseException) -> Refusal | None:
@@ -204,9 +207,7 @@ class Capabilities:
         """Declarations naming what the spec does not know (a typo would refuse nothing)."""
         known = {"modes": self.modes, "tasks": TASKS, "families": MODEL_FAMILIES,
                  "models": spec.MODELS, "devices": spec.DEVICES}
-        problems = [f"{self.framework}: unknown {kind} {name!r}"
-                    for kind, names in (("tasks", self.tasks), ("families", self.families))
-                    for name in names if name not in known[kind]]
+        problems = []
         for r in self.refusals:
             problems += [f"{self.framework}: a refusal names unknown {kind} {name!r}"
                          for kind in known for name in getattr(r, kind)
@@ -230,6 +231,35 @@ def refused(capabilities: Capabilities, mode: str, workload, device: str,
     return None if found is None else UnsupportedCell(found.message(exc))
 
 
+# ================================================================ the memory a step keeps
+@dataclasses.dataclass(frozen=True)
+class StepMemory:
+    """How the bytes a step keeps are read on one device (Backend.step_memory): a reading of
+    the bytes in use, taken at the start of the measured phase and once the last step
+    returned, each time after freed memory went back (glibc's malloc_trim(0), and
+    `return_freed`, the framework's own equivalent: its pool emptied, its pending frees run).
+
+    `reading` says what is read, for the cell's record; `in_use` reads it (None: the C heap's
+    bytes in use, glibc mallinfo2, which adbench.timing reads); `not_measurable` says why no
+    reading is valid on the device (then nothing is read, and no verdict uses the cell)."""
+
+    reading: str
+    in_use: Callable[[], int | None] | None = None
+    return_freed: Callable[[], None] | None = None
+    not_measurable: str | None = None
+
+
+# The reading of every framework whose host tensors come from the C heap (malloc, freed on
+# release): glibc counts exactly the bytes of the live chunks.
+C_HEAP = StepMemory("the C heap's bytes in use (glibc mallinfo2: uordblks + hblkhd)")
+NOT_MEASURABLE = "not measurable on this device"
+
+
+def memory_not_measurable(why: str) -> StepMemory:
+    """The declaration of a device where no reading of a step's bytes is valid."""
+    return StepMemory(f"{NOT_MEASURABLE}: {why}", not_measurable=why)
+
+
 # ================================================================ what a backend provides
 @dataclasses.dataclass
 class Prepared:
@@ -246,25 +276,10 @@ class Prepared:
     # clock): a compiled mode's counter (tf.function's tracing count, jax.jit's cache size,
     # Dynamo's compiled frames); 0 in an eager mode; None where the mode does not expose one.
     traces: Callable[[], int | None] | None = None
-
-
-def trained_params(workload) -> list[int]:
-    """The indices (spec order) of the parameters the workload's task differentiates
-    (spec.ModelSpec.trained): a frozen task (spec.TaskInfo.frozen) on a model whose spec
-    defines no frozen part is refused, in every backend alike."""
-    model = workload.spec
-    if TASKS[workload.task].frozen and not model.frozen:
-        raise UnsupportedCell(f"{workload.model} has no frozen part (spec.ModelSpec.frozen "
-                              f"is empty: a single layer, or no first layers to freeze)")
-    return model.trained(workload.task)
-
-
-def check_sequence_model(workload) -> None:
-    """A variable-length task (spec.TaskInfo.sequence) on a model that reads no sequence is
-    `unsupported`, in every framework alike (measure.py asks before importing one)."""
-    if workload.sequence is not None and workload.spec.sequence_features is None:
-        raise UnsupportedCell(f"{workload.model} reads no sequence whose length could vary "
-                              f"(spec.ModelSpec.sequence_features is None)")
+    # Drops what the last step keeps until the next one starts (backward_retained's graph),
+    # outside the clock; None where a step keeps nothing past its return.  The step calls
+    # it itself as it starts; measure.py calls it before the memory baseline.
+    release: Callable[[], None] | None = None
 
 
 def no_sync() -> None:
@@ -341,6 +356,13 @@ class Backend(abc.ABC):
         """The device memory still allocated once the last step returned."""
         return None
 
+    # ---------------------------------------------------------------- the memory a step keeps
+    def step_memory(self, device: str) -> StepMemory:
+        """How the bytes a step keeps are read on `device` (StepMemory): a backend declares
+        the reading its test shows valid; by default none is."""
+        return memory_not_measurable(f"no reading of the bytes a step keeps is shown valid "
+                                     f"for {self.capabilities.framework} on {device}")
+
 
 def package(framework: str):
     """A framework's backend package (its CAPABILITIES): no framework is imported."""
@@ -348,13 +370,15 @@ def package(framework: str):
 
 
 def capabilities(framework: str) -> Capabilities:
-    found = package(framework)
-    # TODO(interface): drop once every backend is a package declaring CAPABILITIES.
-    return getattr(found, "CAPABILITIES", None) or Capabilities(framework, MODEL_FAMILIES,
-                                                                 tuple(TASKS))
+    return package(framework).CAPABILITIES
+
+
+def backend_module(framework: str) -> str:
+    """The module whose backend() makes a framework's Backend (the rules name it as a code
+    input of the framework's timing jobs: it imports the rest of the package)."""
+    return f"adbench.backends.{FRAMEWORKS[framework].backend}.tasks"
 
 
 def load(framework: str) -> Backend:
     """A framework's backend (and with it, only that framework)."""
-    found = package(framework)
-    return found.backend() if hasattr(found, "backend") else found  # TODO(interface)
+    return importlib.import_module(backend_module(framework)).backend()

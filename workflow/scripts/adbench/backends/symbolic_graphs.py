@@ -4,8 +4,9 @@ PyTensor is Theano's successor and keeps its tensor API, so one set of graph bui
 both: every builder takes a `Dialect`, which carries the framework's tensor module `T`
 (pytensor.tensor or theano.tensor) and the few ops and APIs in which the two differ
 (convolution, pooling, softmax, batched matmul, cross-entropy, scan's signature, the Jacobian
-APIs).  pytensor_backend and theano_backend each pass their own and keep what is theirs alone:
-the import, the modes, the compile options, the provenance.
+APIs).  pytensor_backend and theano_backend each pass their own (their models.py) and keep
+what is theirs alone: the import, the modes, the compile options, the provenance, and what
+they refuse (their CAPABILITIES: task_graph builds only the tasks a backend declares).
 
 Weights are shared variables holding the spec's canonical arrays, which are the layouts users
 of both write (x @ W with W (in, out), NCHW images, OIHW kernels): nothing is converted, and
@@ -21,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from adbench import spec
-from adbench.backends import UnsupportedCell, no_sync, trained_params
+from adbench.backends import no_sync
 from adbench.derivatives import loss_as_array
 from adbench.clock import whole_timer
 
@@ -44,9 +45,9 @@ class Dialect:
     conv2d: Callable  # (x NCHW, w OIHW, (h, w) of x, w's shape, stride, pad) -> no bias
     max_pool: Callable  # (x, (h, w) of x, kernel, stride, pad) -> the pooled x
     # (out of shape (rows,), x, rows) -> (d out / d x, flat or (rows, *x's shape); choice);
-    # jacobian_vectorized raises UnsupportedCell where the framework has none.
+    # jacobian_vectorized None where the framework has none (its CAPABILITIES refuse the task).
     jacobian_rows: Callable
-    jacobian_vectorized: Callable
+    jacobian_vectorized: Callable | None
 
     @property
     def name(self) -> str:  # "pytensor" or "theano": in messages and choices
@@ -316,7 +317,7 @@ def _loss_graph(d: Dialect, workload: spec.Workload, params, x, aux):
     if workload.task == "backward":
         return [loss, *d.framework.grad(loss, params)], f"{d.name}.grad(loss, shared weights)"
     if workload.task == "backward_frozen":
-        trained = [params[i] for i in trained_params(workload)]
+        trained = [params[i] for i in workload.spec.trained(workload.task)]
         return [loss, *d.framework.grad(loss, trained)], (
             f"{d.name}.grad(loss, the trainable shared weights): the frozen part's weights "
             "are constants of the derivative graph")
@@ -326,15 +327,9 @@ def _loss_graph(d: Dialect, workload: spec.Workload, params, x, aux):
     )
 
 
-# Tasks a compiled symbolic function cannot express, and why ({name}: the library's label).
-NO_TASK = {
-    "backward_retained": "{name} compiles the step into one function whose intermediates "
-                         "live only during a call: no graph outlives the step to retain",
-}
-
-
 def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
-    """(function inputs, outputs, choices) of the task's step."""
+    """(function inputs, outputs, choices) of the task's step (a task the framework's
+    CAPABILITIES declare)."""
     model, task = workload.spec, workload.task
     x, aux = inputs(d, model, dtype, workload.per_example)
     choices = {
@@ -354,9 +349,6 @@ def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
                               "the graph), compiled in prepare as the other tasks' steps")
         return [x, aux], [model_loss(d, workload, params, x, aux)], choices
     jacobians = {"jacobian_rows": d.jacobian_rows, "jacobian_vectorized": d.jacobian_vectorized}
-    if task not in jacobians:
-        raise UnsupportedCell(NO_TASK.get(task, f"{d.name} backend has no task {task!r}")
-                              .format(name=d.label))
     rows = min(workload.jacobian_rows, model.n_outputs)
     out = FAMILIES[model.family](d, model, params, x, aux).flatten()[:rows]
     jac, choices["derivative"] = jacobians[task](out, x, rows)

@@ -5,23 +5,16 @@ device.py, models.py and tasks.py hold the rest (adbench.backends says what each
 """
 
 from adbench import spec
-from adbench.backends import MODEL_FAMILIES, Backend, Capabilities, Refusal
+from adbench.backends import Capabilities, Refusal
 
 CAPABILITIES = Capabilities(
     framework="autograd",
-    families=MODEL_FAMILIES,
-    tasks=("backward", "backward_frozen", "jacobian_rows", "jacobian_vectorized",
-           "loss_jacobian", spec.FORWARD_TASK),
     refusals=(
+        Refusal("the HIPS autograd backend implements no batches of varying length: its "
+                "models read fixed shapes",
+                tasks=spec.SEQUENCE_TASKS),
         Refusal("autograd's tape lives in the vjp closure make_vjp returns and goes with it: "
                 "there is no retain_graph to set (the graph is kept exactly as long as the "
                 "caller keeps the vjp)", tasks=("backward_retained",)),
     ),
 )
-
-
-def backend() -> Backend:
-    """The backend itself: imports autograd (and numpy, scipy)."""
-    from adbench.backends.autograd_backend.tasks import AutogradBackend
-
-    return AutogradBackend()

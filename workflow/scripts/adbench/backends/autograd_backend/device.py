@@ -5,7 +5,7 @@ from __future__ import annotations
 import autograd.scipy.special  # noqa: F401  (loads scipy and its BLAS before the threads)
 import numpy as onp
 
-from adbench.backends import Backend, blas
+from adbench.backends import C_HEAP, Backend, StepMemory, blas
 
 
 class AutogradDevice(Backend):
@@ -26,3 +26,8 @@ class AutogradDevice(Backend):
 
     def device_name(self, device: str) -> str:
         return "cpu"
+
+    def step_memory(self, device: str) -> StepMemory:
+        """The C heap: autograd's values are numpy arrays: malloc's, freed when they
+        go (tests/test_step_memory.py finds a kept allocation of known size in it)."""
+        return C_HEAP

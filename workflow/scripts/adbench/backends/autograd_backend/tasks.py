@@ -11,7 +11,7 @@ from autograd import make_vjp
 from autograd.extend import vspace
 
 from adbench import spec
-from adbench.backends import Prepared, no_sync, trained_params
+from adbench.backends import Backend, Prepared, no_sync
 from adbench.backends.autograd_backend import CAPABILITIES
 from adbench.backends.autograd_backend.device import AutogradDevice
 from adbench.backends.autograd_backend.models import FAMILIES, FAMILY_CHOICES, LOSSES
@@ -59,7 +59,7 @@ def backward_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
 def backward_frozen_task(model_fn, loss_fn, params, batches, workload) -> Prepared:
     """backward w.r.t. the trainable parameters only: make_vjp of a function of those, the
     frozen ones plain arrays of its closure (autograd traces nothing through them)."""
-    trained = trained_params(workload)
+    trained = workload.spec.trained(workload.task)
 
     def loss_of(trainable, batch):
         every = list(params)
@@ -216,3 +216,7 @@ class AutogradBackend(AutogradDevice):
     def prepare(self, workload: spec.Workload, mode: str, device: str,
                 dtype: str = "float32") -> Prepared:
         return prepare(workload, mode, device, dtype)
+
+
+def backend() -> Backend:
+    return AutogradBackend()

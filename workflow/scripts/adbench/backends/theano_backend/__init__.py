@@ -1,0 +1,29 @@
+"""Theano 1.0.5's backend: a symbolic graph of model and loss, theano.grad for the
+derivatives, one theano.function per cell in FAST_RUN (cvm linker, C thunks), compiled in
+`prepare`; mode "c".  What it runs and refuses is declared here (no import of theano);
+device.py (flags, set before the import), models.py (Theano's dialect of symbolic_graphs) and
+tasks.py hold the rest (adbench.backends says what each is for).
+
+The graphs are symbolic_graphs' (shared with the PyTensor backend) in Theano's dialect:
+weights are shared variables (theano.shared, borrow=True) holding the spec's canonical
+arrays, the layouts Theano users write (T.dot(x, W) with W (in, out); NCHW images and
+(out, in, kh, kw) kernels for T.nnet.conv2d).  Batches are the function's inputs.
+"""
+
+from adbench import spec
+from adbench.backends import Capabilities, Refusal
+
+CAPABILITIES = Capabilities(
+    framework="theano",
+    refusals=(
+        Refusal("the Theano backend implements no batches of varying length: its "
+                "models read fixed shapes",
+                tasks=spec.SEQUENCE_TASKS),
+        Refusal("Theano compiles the step into one function whose intermediates live only "
+                "during a call: no graph outlives the step to retain",
+                tasks=("backward_retained",)),
+        Refusal("Theano 1.0.5 has no vectorised Jacobian: theano.gradient.jacobian loops over "
+                "the output rows with theano.scan (one theano.grad per row), and Theano has "
+                "no vmap / vectorize_graph", tasks=("jacobian_vectorized",)),
+    ),
+)
