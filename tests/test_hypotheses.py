@@ -88,6 +88,7 @@ def groups_table(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
         [
             {
                 "claim": H0.key,
+                "machine": "x86 CPU",
                 "device": "cpu",
                 "threads": 1,
                 "numerator_framework": f,
@@ -119,6 +120,7 @@ def comparisons_table(rows: list[tuple[str, str, str, str]]) -> pd.DataFrame:
         [
             {
                 "claim": H0.key,
+                "machine": "x86 CPU",
                 "device": "cpu",
                 "threads": 1,
                 **{
@@ -203,7 +205,8 @@ def test_a_group_whose_loop_waited_is_marked_and_only_it():
     (model, f1, m1), (_, f2, m2) = CONDITIONS
     data = data_with(tidy_h0(dict(zip(CONDITIONS, (1.5, 1.02)))))
     groups = groups_table([(f1, m1, "contradicted"), (f2, m2, "supported")])
-    comparisons = comparisons_table([(model, f1, m1, "contradicted"), (model, f2, m2, "supported")])
+    comparisons = comparisons_table([(model, f1, m1, "contradicted"),
+                                     (model, f2, m2, "supported")])
     waiting = {(f2, m2, model, H0_TABLE.tasks[0], "cpu", 1)}  # its backward side waited
     (h0,) = hypotheses.hypotheses(
         data, STUDY, claims_table("inconclusive", (1, 1, 0)), groups, comparisons, waiting

@@ -41,9 +41,8 @@ def test_between_process_spread_is_covered_at_the_nominal_rate():
 
 
 def test_the_small_sample_expansion_follows_students_t():
-    assert inference.student_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3)
-    assert inference.student_quantile(0.975, 4) == pytest.approx(2.776, abs=3e-3)
-    assert inference.student_quantile(0.975, 30) == pytest.approx(2.042, abs=3e-3)
+    # scipy.stats' t, the reference implementation: the tables' values
+    assert inference.expansion(2, 0.95) == pytest.approx(12.706 / 1.960 * 2 ** 0.5, rel=1e-4)
     assert inference.expansion(1, 0.95) == 1.0
     assert inference.expansion(5, 0.95) == pytest.approx(2.776 / 1.960 * (5 / 4) ** 0.5,
                                                          rel=1e-3)
@@ -131,10 +130,14 @@ def test_warmup_detector_on_noise_alone_finds_none_to_speak_of():
     assert found is not None and found <= 5
 
 
-def test_short_configured_warmup_and_noise_are_flagged_per_cell():
+def test_a_warmup_longer_than_configured_is_dropped_by_rule_and_counted():
+    """A cell whose data settle 6 iterations after its configured warm-up: the statistics
+    start where the steady state starts, the 6 dropped iterations are counted, a slow one
+    among them moves no statistic; a cell that never settles keeps every measured iteration
+    and says so; noise is read from the counted iterations."""
     rng = np.random.default_rng(8)
     cell = {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
-            "device": "cpu", "threads": 1}
+            "device": "cpu", "threads": 1, "machine": "x86 CPU"}
     times = {0: np.concatenate([np.full(8, 5e-3), 1e-3 * (1 + rng.uniform(-.01, .01, 60))]),
              1: 1e-3 * np.exp(rng.normal(0, 0.5, 68))}
     iterations = pd.DataFrame([
@@ -142,31 +145,52 @@ def test_short_configured_warmup_and_noise_are_flagged_per_cell():
          "step_s": t, "forward_s": np.nan, "backward_s": np.nan}
         for seed, series in times.items() for i, t in enumerate(series)])
     cells = pd.DataFrame([{**cell, "seed": seed, "status": "ok", "warmup": 2} for seed in times])
-    flagged = stats.with_warmup_and_noise(
-        cells, stats.warmup_of_cells(iterations, 5, 0.05), stats.trial_stats(iterations), 0.10)
+    cells = stats.with_warmup(cells, stats.warmup_of_cells(iterations, 5, 0.05))
+    steady = stats.steady_rows(iterations, cells)
+    flagged = stats.with_noise(cells, stats.trial_stats(steady), 0.10)
     first, second = flagged.sort_values("seed").to_dict("records")
-    assert first["warmup_detected"] == 8 and first["warmup_short"] and not first["noisy"]
+    assert first["warmup_detected"] == 8 and first["warmup_dropped"] == 6
+    assert not first["no_steady_state"] and not first["noisy"]
+    kept = steady[steady["seed"] == 0]
+    assert kept["iteration"].min() == 8 and len(kept) == 60
+    assert kept["step_s"].max() < 2e-3  # no warm-up iteration in any statistic
     assert second["noisy"] and second["noise"] > 0.5
+    if second["no_steady_state"]:  # never settled: every measured iteration kept
+        assert second["warmup_dropped"] == 0
+        assert len(steady[steady["seed"] == 1]) == 66
+
+
+def test_a_variable_length_cell_drops_nothing():
+    cell = {"framework": "torch", "mode": "eager", "model": "lstm", "task": "backward_padded",
+            "device": "cpu", "threads": 1, "machine": "x86 CPU"}
+    iterations = pd.DataFrame([
+        {**cell, "seed": 0, "iteration": i, "phase": "warmup" if i < 2 else "measured",
+         "step_s": 5e-3 if i < 10 else 1e-3, "forward_s": np.nan, "backward_s": np.nan}
+        for i in range(40)])
+    cells = pd.DataFrame([{**cell, "seed": 0, "status": "ok", "warmup": 2}])
+    cells = stats.with_warmup(cells, stats.warmup_of_cells(iterations, 5, 0.05))
+    assert cells["warmup_dropped"].iloc[0] == 0 and not cells["no_steady_state"].iloc[0]
+    assert len(stats.steady_rows(iterations, cells)) == 38
 
 
 def test_bootstrap_replicates_per_process_quantity_and_statistic():
     rng = np.random.default_rng(9)
     cell = {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
-            "device": "cpu", "threads": 1}
+            "device": "cpu", "threads": 1, "machine": "x86 CPU"}
     iterations = pd.DataFrame([
         {**cell, "seed": seed, "iteration": i, "phase": "measured", "step_s": value,
          "backward_s": value / 2, "forward_s": np.nan}
         for seed in (0, 1) for i, value in enumerate(rng.uniform(1, 2, 30))])
     cells = pd.DataFrame([{**cell, "seed": seed, "status": "ok", "time_to_first_step_s": 10.0,
-                           stats.HELD_AFTER_STEP_FIELD["cpu"]: 1e6 * (seed + 1)}
+                           stats.KEPT_BY_STEP: 1e6 * (seed + 1)}
                           for seed in (0, 1)])
     table = stats.bootstrap_replicates(iterations, 100, seed=0, cells=cells)
     assert sorted(set(table["quantity"])) == sorted(
-        ["backward_s", "step_s", stats.FIRST_OVER_STEADY, stats.HELD_AFTER_STEP])
+        ["backward_s", "step_s", stats.FIRST_OVER_STEADY, stats.KEPT_BY_STEP])
     assert len(table) == 2 * 4 * len(inference.STATISTICS)  # seeds x quantities x statistics
     # A memory reading is one per process: its replicates are that reading, and a
     # condition's spread comes from resampling its processes.
-    held = table[(table["quantity"] == stats.HELD_AFTER_STEP) & (table["statistic"] == "mean")]
+    held = table[(table["quantity"] == stats.KEPT_BY_STEP) & (table["statistic"] == "mean")]
     assert list(held["point"]) == [1e6, 2e6]
     assert set(held.iloc[1]["replicates"]) == {2e6}
     step = table[(table["quantity"] == "step_s") & (table["statistic"] == "median")]

@@ -24,7 +24,7 @@ def test_cells_that_ran_alike_are_one_statement():
     assert (found["seeds"], found["processes"], found["warmup"], found["iterations"]) == (
         "0, 1", "2", "5", "100")
     assert [(r["models"], r["seeds"], r["processes"]) for r in found["rows"]] == [
-        ("mlp512", "0, 1", "2")]
+        ("[512]", "0, 1", "2")]  # models by the labels the paper uses everywhere
 
 
 def test_what_differs_by_task_and_model_is_a_row_each_and_failures_do_not_count():
@@ -40,8 +40,8 @@ def test_what_differs_by_task_and_model_is_a_row_each_and_failures_do_not_count(
     assert not found["uniform"]
     rows = [(r["task"], r["models"], r["seeds"], r["processes"], r["warmup"], r["iterations"])
             for r in found["rows"]]
-    assert rows == [("backward", "mlp512, mlp354x2", "0, 1", "2", "5", "100"),
-                    (rows[1][0], "fcn, cnn", "0", "1", "2", "20")]
+    assert rows == [("backward", "[512], [354, 354]", "0, 1", "2", "5", "100"),
+                    (rows[1][0], "FCN, CNN", "0", "1", "2", "20")]
     assert (found["processes"], found["warmup"], found["iterations"]) == (
         "1--2", "2--5", "20--100")  # LaTeX en dashes
 
@@ -69,7 +69,7 @@ def test_the_cells_entering_a_verdict_are_the_sides_of_the_claims_comparisons():
     sides = paper_context.verdict_sides()
     for claim in CLAIMS:
         for c in claim.comparisons:
-            for side in (c.numerator, c.denominator):
+            for side in c.sides:
                 assert (side.framework, side.mode, side.model, side.task) in sides
 
 
@@ -111,26 +111,42 @@ def test_the_largest_first_step_is_given_for_eager_modes_too():
 
 
 def test_the_limitations_come_from_the_run():
+    """Generated from what the run was: its processes, its failures, its machine, a GPU not
+    run, the validation not run; and nothing the run does not show."""
+    from adbench import paper_framing
+
     cells = pd.DataFrame(
         [
             {"framework": "torch", "mode": "eager", "model": "mlp512", "task": "backward",
-             "device": "cpu", "threads": 1, "seed": seed, "status": status}
+             "device": "cpu", "threads": 1, "seed": seed, "status": status, "warmup": 5,
+             "iterations": 100}
             for seed, status in ((0, "ok"), (1, "ok"))
         ]
         + [
-            {"framework": "torch", "mode": "script", "model": "mlp512", "task": "backward",
-             "device": "cpu", "threads": 1, "seed": 0, "status": "failed"}
+            {"framework": "torch", "mode": "script", "model": "resnet50",
+             "task": "jacobian_rows", "device": "cpu", "threads": 1, "seed": 0,
+             "status": "failed", "warmup": 5, "iterations": 10, "jacobian_rows": 10}
         ]
     )
-    verdicts = pd.DataFrame({"n_not_measured": [3, 4]})
-    env = {"cpu_model": "Some CPU", "cpu_count": 2}
-    said = " ".join(paper_context.limitations(cells, env, verdicts, validation_run=False))
-    assert "1 of 2 conditions ran a single process" in said
-    assert "cpu, 1 thread" in said and "no GPU" in said and "Some CPU, 2 logical CPUs" in said
-    assert "1 failed" in said and "7 comparisons" in said
-    assert "validate\\_harness.py" in said
-    run_everywhere = " ".join(paper_context.limitations(cells, env, verdicts[:0], True))
-    assert "validate" not in run_everywhere and "the claims plan" not in run_everywhere
+    claims = pd.DataFrame({"claim": ["depth", "hypothesis1", "jit_outperforms"],
+                           "verdict": ["contradicted", "one process", "not measured"],
+                           "provisional": [True, False, False]})
+    env = {"cpu_model": "Some CPU", "cpu_count": 2, "n_warmup_dropped": 3,
+           "iterations_dropped": 12, "n_no_steady_state": 1}
+    study = {"study_input_shape": {"resnet50": [3, 224, 224]}, "n_batches": 469}
+    data = {t.name: {"ours": pd.DataFrame() if t.published else pd.DataFrame()}
+            for t in report_spec.TABLES}
+    said = " ".join(paper_framing.limitations(cells, env, claims, data, study, False))
+    assert "1 of the 1 verdicts given rest on fewer than three processes" in said
+    assert "1 claim rest on one process" in said
+    assert "too short for 3 cells" in said and "12 measured iterations" in said
+    assert "ResNet50's input is 3$\\times$32$\\times$32" in said  # the study's 224 x 224
+    assert "10 of its 1000 rows" in said and "an epoch of 469 batches" in said
+    assert "No GPU" in said and "Some CPU" in said and "1 failed" in said
+    assert "not validated" in said
+    quiet = " ".join(paper_framing.limitations(cells[:2], {"cpu_model": "Some CPU"},
+                                               claims[:0], data, {}, True))
+    assert "validated" not in quiet and "Warm-up" not in quiet and "Processes" not in quiet
 
 
 def test_what_is_timed_describes_the_modes_the_run_measured():
@@ -142,10 +158,25 @@ def test_what_is_timed_describes_the_modes_the_run_measured():
     assert [m["label"] for m in modes["measured"]] == [
         paper_context.pair_label("torch", "eager"), paper_context.pair_label("torch", "script")]
     assert paper_context.pair_label("tensorflow", "graph") in modes["others"]
+    assert modes["labels"] == "; ".join(m["label"] for m in modes["measured"])
     rows = paper_context.tasks_context(cells)["modes"]
     assert [r["label"] for r in rows] == [m["label"] for m in modes["measured"]]
     # ... and the tasks it measured: one column, backward's, not one per task of the spec
     tasks = paper_context.tasks_context(cells)
     assert tasks["labels"] == [fmt.latex(report_spec.task_label("backward"))]
     assert all(len(r["quantities"]) == 1 for r in rows) and tasks["colspec"] == "c"
-    assert paper_context.task_columns(6).count("p{0.097") == 6  # six tasks share the width
+    assert rows[0]["quantities"] == ["forward, backward, step"]
+
+
+def test_the_quantities_of_many_tasks_fit_a_page_abbreviated():
+    """Six tasks of three quantities each do not fit a portrait page spelt out: the cells
+    abbreviate (the caption says how) and the task headers turn."""
+    cells = pd.DataFrame(
+        [{"framework": "torch", "mode": "eager", "model": "mlp512", "task": t, "device": "cpu",
+          "threads": 1, "seed": 0, "status": "ok"}
+         for t in ("backward", "jacobian_rows", "jacobian_vectorized", "loss_jacobian",
+                   "backward_frozen", "forward")])
+    tasks = paper_context.tasks_context(cells)
+    assert tasks["abbreviated"] and tasks["colspec"] == "c" * 6
+    assert all(label.startswith(r"\rotatebox{90}") for label in tasks["labels"])
+    assert tasks["modes"][0]["quantities"][0] == "f, b, s"

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 import scaling as scaling_script
-from adbench import flops, inference, report_spec, scaling, spec
+from adbench import (comparisons, flops, inference, report_spec, scaling, scaling_section, spec,
+                     sweeps)
 from adbench.tables import column_label
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ REPLICATES = 200
 
 def condition(framework, mode, model="mlp512", task="backward", threads=1):
     return {"framework": framework, "mode": mode, "model": model, "task": task,
-            "device": "cpu", "threads": threads}
+            "device": "cpu", "threads": threads, "machine": "x86 CPU"}
 
 
 def fabricated(conditions: list[tuple[dict, dict[str, float]]], seeds=(0, 1)):
@@ -46,10 +47,12 @@ def fabricated(conditions: list[tuple[dict, dict[str, float]]], seeds=(0, 1)):
     return pd.DataFrame(cells), pd.DataFrame(boot)
 
 
-def table_of(conditions, seeds=(0, 1)):
+def table_of(conditions, seeds=(0, 1), peak=PEAK):
+    """The scaling table of fabricated cells, through compare.py's products as the rule."""
     cells, boot = fabricated(conditions, seeds)
-    return scaling.scaling_table(cells, boot, PEAK, 0.95).set_index(["framework", "mode",
-                                                                     "model", "task"])
+    made, estimates = comparisons.compare_all(boot, 0.95), comparisons.conditions(boot, 0.95)
+    return scaling.scaling_table(cells, made, estimates, peak).set_index(
+        ["framework", "mode", "model", "task"])
 
 
 def test_ratio_flops_and_rate_of_a_split_mode():
@@ -114,7 +117,7 @@ def test_the_forward_task_is_a_denominator_not_a_series_of_the_figures():
     drawn = scaling.along(table.reset_index(), "threads")
     assert set(drawn["task"]) == {"backward"} and len(drawn) == 2
     # one series, its label naming no task
-    assert [label for label, _ in scaling.series(table.reset_index(), "threads")] == [
+    assert [label for label, _ in scaling_section.series(table.reset_index(), "threads")] == [
         column_label("tensorflow", "graph")]
 
 
@@ -129,7 +132,10 @@ def test_failed_cells_are_left_out_and_cuda_has_no_peak():
     cells, boot = fabricated([(condition("torch", "eager"), {"forward_s": 1e-3,
                                                              "step_s": 2e-3})])
     cells.loc[0, "status"] = "failed"
-    table = scaling.scaling_table(cells, boot, PEAK, 0.95)
+    table = scaling.scaling_table(cells, comparisons.compare_all(boot, 0.95),
+                                  comparisons.conditions(boot, 0.95), PEAK)
+    # the bootstrap of a failed cell is never made (aggregate keeps ok cells): here it is,
+    # and the table still counts the ok processes alone
     assert table["n_processes"].tolist() == [1]
     assert np.isnan(scaling.peak_of(PEAK, "cuda", 1)) and np.isnan(scaling.peak_of(PEAK, "cpu", 2))
 
@@ -148,10 +154,12 @@ def test_a_cuda_cell_is_set_against_the_gpus_peak_merged_beside_the_cpus(tmp_pat
     paths[2].write_text(json.dumps({"cuda": {"gflops": None, "reason": "no GPU"}}))
     unseen = scaling.read_peaks([paths[0], paths[2]])
     assert np.isnan(scaling.peak_of(unseen, "cuda", 1))
-    assert len(scaling.peak_rows(unseen)) == 1 and len(scaling.peak_rows(merged)) == 2
+    assert len(scaling_section.peak_rows(unseen)) == 1
+    assert len(scaling_section.peak_rows(merged)) == 2
     cells, boot = fabricated([({**condition("torch", "eager"), "device": "cuda"},
                                {"forward_s": 1e-3, "step_s": 2e-3})])
-    row = scaling.scaling_table(cells, boot, merged, 0.95).iloc[0]
+    row = scaling.scaling_table(cells, comparisons.compare_all(boot, 0.95),
+                                comparisons.conditions(boot, 0.95), merged).iloc[0]
     assert row["peak_gflops"] == 50000.0
     assert row["fraction_of_peak"] == pytest.approx(row["gflops"] / 50000.0)
 
@@ -165,7 +173,7 @@ def sweep_cells(name: str):
                                         ("batch", []), ("width", ["hidden_width"])])
 def test_each_sweep_config_varies_its_axis_on_the_issues_grid(name, axes):
     config, cells = sweep_cells(name)
-    assert scaling.sweep_axes(cells) == axes
+    assert sweeps.sweep_axes(cells) == axes
     assert config["results"].startswith(f"results-sweep-{name}")
     assert {(c.framework, c.mode) for c in cells} == {
         ("torch", "eager"), ("torch", "script"), ("tensorflow", "eager"), ("tensorflow", "graph")}
@@ -182,16 +190,16 @@ def test_each_sweep_config_varies_its_axis_on_the_issues_grid(name, axes):
 def test_depth_sweeps_the_studys_constant_parameter_mlps():
     _, cells = sweep_cells("depth")
     assert {c.model for c in cells} == set(spec.MLPS)
-    assert sorted(scaling.hidden_layers(m) for m in spec.MLPS) == [1, 2, 3]
+    assert sorted(sweeps.hidden_layers(m) for m in spec.MLPS) == [1, 2, 3]
 
 
 def test_width_sweeps_one_hidden_layer_a_factor_of_four_apart_through_the_studys_mlp():
     _, cells = sweep_cells("width")
     assert {c.model for c in cells} == set(spec.MLP_WIDTHS)
-    widths = [scaling.hidden_width(m) for m in spec.MLP_WIDTHS]
+    widths = [sweeps.hidden_width(m) for m in spec.MLP_WIDTHS]
     assert widths == [32, 128, 512, 2048, 8192] and "mlp512" in spec.MLP_WIDTHS
-    assert all(scaling.hidden_layers(m) == 1 for m in spec.MLP_WIDTHS)
-    assert np.isnan(scaling.hidden_width("mlp354x2")) and np.isnan(scaling.hidden_width("cnn"))
+    assert all(sweeps.hidden_layers(m) == 1 for m in spec.MLP_WIDTHS)
+    assert np.isnan(sweeps.hidden_width("mlp354x2")) and np.isnan(sweeps.hidden_width("cnn"))
     # The sweep's own sizes are no model of the study: no table or claim ranges over them.
     assert set(spec.MLP_WIDTHS) - set(spec.STUDY_MODELS) == set(spec.MLP_WIDTHS) - {"mlp512"}
     assert not {m for t in report_spec.TABLES for m in t.models} - set(spec.STUDY_MODELS)
@@ -215,7 +223,7 @@ def threads_table():
 
 
 def test_series_along_an_axis_carry_the_specs_labels():
-    found = scaling.series(threads_table(), "threads")
+    found = scaling_section.series(threads_table(), "threads")
     assert [label for label, _ in found] == ["PyTorch (eager)", "TensorFlow (tf.function)"]
     assert all(rows["threads"].tolist() == [1, 2] for _, rows in found)
 
@@ -245,8 +253,8 @@ def test_the_section_renders_from_the_table(tmp_path):
     peak.write_text(__import__("json").dumps(PEAK))
     gpu = tmp_path / "peak_cuda.json"
     gpu.write_text(__import__("json").dumps(GPU_PEAK))
-    context = scaling.scaling_context(table, [peak, gpu],
-                                      {"threads": "figures/scaling_threads.pdf"})
+    context = scaling_section.scaling_context(table, [peak, gpu],
+                                              {"threads": "figures/scaling_threads.pdf"})
     text = make_environment(REPO / "report").get_template("sections/scaling.tex.j2").render(
         scaling=context, statistics={"confidence": "95\\%"})
     assert "\\label{sec:scaling}" in text and "\\label{fig:scaling-threads}" in text
@@ -261,5 +269,27 @@ def test_a_run_without_an_ok_cell_has_no_scaling_section(tmp_path):
                                                              "step_s": 2e-3})])
     cells["status"] = "failed"
     path = tmp_path / "scaling.csv"
-    scaling.scaling_table(cells, boot, PEAK, 0.95).to_csv(path, index=False)
-    assert scaling.scaling_context(path, [], {}) is None
+    scaling.scaling_table(cells, comparisons.compare_all(boot, 0.95),
+                          comparisons.conditions(boot, 0.95), PEAK).to_csv(path, index=False)
+    assert scaling_section.scaling_context(path, [], {}) is None
+
+
+def test_a_variable_length_conditions_flops_are_at_the_steps_its_batches_ran():
+    """Issue 38: a padded task's batches all run the longest steps, a true-length task's
+    each its own: the FLOPs per step are the mean over the measured batches
+    (flops.steps_as_run), not the model's fixed length."""
+    conditions = [(condition("torch", "eager", "lstm", task), {"step_s": 0.01})
+                  for task in ("backward_padded", "backward_varlen")]
+    cells, boot = fabricated(conditions)
+    cells = cells.assign(warmup=2, iterations=30)
+    made, estimates = comparisons.compare_all(boot, 0.95), comparisons.conditions(boot, 0.95)
+    table = scaling.scaling_table(cells, made, estimates, PEAK).set_index("task")
+    padded = flops.task_flops("lstm", "backward_padded", 128, 10,
+                              steps=spec.SEQUENCE_LENGTHS[1])
+    assert table.loc["backward_padded", "flops_step"] == padded["step_s"]
+    true = np.mean([flops.steps_as_run(spec.Workload("lstm", seed, task="backward_varlen",
+                                                     batch_size=128, warmup=2,
+                                                     iterations=30)) for seed in (0, 1)])
+    assert table.loc["backward_varlen", "flops_step"] == pytest.approx(
+        flops.task_flops("lstm", "backward_varlen", 128, 10, steps=true)["step_s"])
+    assert table.loc["backward_varlen", "flops_step"] < padded["step_s"]

@@ -1,23 +1,26 @@
 """adbench.tables: every spec table from synthetic aggregates built from the spec itself.
 
-`fake_aggregate` is also the input of tests/test_render_paper.py and tests/test_figures.py.
+`fake_aggregate` and `fake_comparisons` are also the input of tests/test_render_paper.py and
+tests/test_figures.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 
 import pandas as pd
 import pytest
 
-from adbench import formatting, report_spec, stats, tables
+from adbench import comparisons, formatting, report_spec, stats, tables
 from adbench.report_spec import TABLES
 from adbench.spec import FRAMEWORKS, MODELS, TASKS, timed_quantities
 
 NAN = math.nan
 BY_NAME = {t.name: t for t in TABLES}
+MACHINE = "x86 CPU"  # the one machine the fake cells ran on
 # (models, tasks) measured; no cell of table5_dense (dense) nor of table7's other layers.
 MEASURED = [
     (("mlp512", "mlp354x2", "mlp294x3"), ("backward",)),
@@ -105,6 +108,7 @@ def grid(threads: tuple[int, ...]):
                                     "device": "cpu",
                                     "threads": n_threads,
                                     "seed": seed,
+                                    "machine": MACHINE,
                                 }
 
 
@@ -134,8 +138,9 @@ def fake_iterations_and_cells(threads: tuple[int, ...] = (1,)):
             step = step_seconds(f, m, model, task, seed) / cell["threads"]
             iterations += iteration_rows(cell, step)
     iterations = pd.DataFrame(iterations)
+    measured = iterations[iterations["phase"] == "measured"]
     cells = stats.with_time_to_first_step(
-        pd.DataFrame(cells), stats.first_iteration_stats(iterations)
+        pd.DataFrame(cells), stats.first_iteration_stats(iterations, measured)
     )
     return iterations, cells
 
@@ -158,6 +163,18 @@ def fake_aggregate() -> tuple[pd.DataFrame, pd.DataFrame]:
     return stats.across_seeds(stats.trial_stats(iterations)), cells
 
 
+@functools.cache
+def fake_products() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """compare.py's conditions and comparisons of the fake cells (200 replicates)."""
+    iterations, _ = fake_iterations_and_cells()
+    bootstrap = stats.bootstrap_replicates(iterations, 200)
+    return comparisons.conditions(bootstrap, 0.95), comparisons.compare_all(bootstrap, 0.95)
+
+
+def fake_comparisons() -> pd.DataFrame:
+    return fake_products()[1]
+
+
 @pytest.fixture(scope="module")
 def aggregate():
     return fake_aggregate()
@@ -166,7 +183,7 @@ def aggregate():
 @pytest.fixture(scope="module")
 def tidy(aggregate):
     summary, cells = aggregate
-    return {t.name: tables.tidy_table(t, summary, cells) for t in TABLES}
+    return {t.name: tables.tidy_table(t, summary, cells, fake_comparisons()) for t in TABLES}
 
 
 def test_every_spec_table_has_the_tidy_columns(tidy):
@@ -260,10 +277,11 @@ def test_two_task_tables_report_the_ratio_of_their_tasks(tidy):
     h0 = tidy["table6_hypothesis0"]
     second = h0[h0["task"] == "loss_jacobian"]
     assert set(second["model"]) == {"mlp512", "fcn"}
-    # torch script mlp512's backward has seed 0 only (partial), which is 10% faster.
+    # torch script mlp512's backward has seed 0 only (partial): the ratio pairs the loss
+    # Jacobian's seed 0 with it, never its two-seed mean with a one-seed one.
     partial = (second["model"] == "mlp512") & (second["mode"] == "script")
-    assert second.loc[~partial, "task_ratio"].to_numpy() == pytest.approx(1.5)
-    assert second.loc[partial, "task_ratio"].to_numpy() == pytest.approx(1.5 * 1.05)
+    assert second["task_ratio"].to_numpy() == pytest.approx(1.5)
+    assert set(second.loc[partial, "task_ratio_n"]) == {1}
     assert h0.loc[h0["task"] == "backward", "task_ratio"].isna().all()
     jac = tidy["table3_jacobian"]
     assert jac.loc[jac["task"] == "jacobian_vectorized", "task_ratio"].to_numpy() == pytest.approx(
@@ -368,35 +386,45 @@ def test_rows_layout_has_a_row_per_mode_and_a_column_group_per_task(tidy):
         assert any(c.endswith("first step") for c in wide.columns) == table.first_step
 
 
-def test_every_printed_ratio_gets_its_bootstrap_interval():
-    iterations, cells = fake_iterations_and_cells()
-    summary = stats.across_seeds(stats.trial_stats(iterations))
-    bootstrap = stats.bootstrap_replicates(iterations, 200)
+def test_every_printed_ratio_is_the_comparisons_products_with_its_operands(aggregate):
+    """Each ratio, its interval, basis and processes come from the comparisons product; its
+    operands beside it are the means of the seeds it paired (here: the cells that ran both
+    seeds pair two, the partial one one), so ratio = numerator / denominator exactly."""
+    summary, cells = aggregate
     for table in TABLES:
-        tidy = tables.tidy_table(table, summary, cells, bootstrap, confidence=0.95)
+        tidy = tables.tidy_table(table, summary, cells, fake_comparisons())
         for name in tables.RATIOS:
             printed = tidy[tidy[name].notna()]
             assert printed[f"{name}_low"].notna().all(), (table.name, name)
             assert (printed[f"{name}_low"] <= printed[name] * 1.001).all()
             assert (printed[name] <= printed[f"{name}_high"] * 1.001).all()
             assert tidy.loc[tidy[name].isna(), f"{name}_low"].isna().all()
-    h0 = tables.tidy_table(BY_NAME["table6_hypothesis0"], summary, cells, bootstrap)
+            operands = printed[f"{name}_numerator_s"] / printed[f"{name}_denominator_s"]
+            assert operands.to_numpy() == pytest.approx(printed[name].to_numpy())
+            one = printed[printed[f"{name}_n"] == 1]
+            assert set(one[f"{name}_basis"]) <= {comparisons.ITERATIONS}
+    compiled = tables.tidy_table(BY_NAME["table2_compiled"], summary, cells,
+                                 fake_comparisons()).set_index(["framework", "mode", "model"])
+    partial = compiled.loc[("torch", "script", "mlp512")]  # ran seed 0 only: paired on it
+    assert partial["improvement_n"] == 1
+    assert partial["improvement_basis"] == comparisons.ITERATIONS
+    h0 = tables.tidy_table(BY_NAME["table6_hypothesis0"], summary, cells, fake_comparisons())
     assert "[" in tables.to_markdown(h0, BY_NAME["table6_hypothesis0"])
 
 
-def test_noisy_and_short_warmup_cells_are_flagged_in_words(aggregate):
+def test_noisy_cells_dropped_warmup_and_no_steady_state_are_counted_and_said(aggregate):
     summary, cells = aggregate
-    flagged = cells.assign(noisy=False, warmup_short=False)
-    flagged.loc[
-        (flagged["framework"] == "torch") & (flagged["mode"] == "eager") & (flagged["seed"] == 0),
-        ["noisy", "warmup_short"],
-    ] = True
+    flagged = cells.assign(noisy=False, warmup_dropped=0, no_steady_state=False)
+    torch = (flagged["framework"] == "torch") & (flagged["mode"] == "eager")
+    flagged.loc[torch & (flagged["seed"] == 0), ["noisy", "no_steady_state"]] = True
+    flagged.loc[torch, "warmup_dropped"] = 4
     tidy = tables.tidy_table(BY_NAME["table1_eager"], summary, flagged, noise_threshold=0.1)
-    torch = tidy[tidy["framework"] == "torch"]
-    assert (torch["n_noisy"] == 1).all() and (torch["n_warmup_short"] == 1).all()
-    assert torch["flags"].str.contains("noisy in 1 of 2 seeds").all()
+    mine = tidy[tidy["framework"] == "torch"]
+    assert (mine["n_noisy"] == 1).all() and (mine["n_no_steady_state"] == 1).all()
+    assert (mine["warmup_dropped"] == 8).all()  # 4 iterations in each of 2 seeds
+    assert mine["flags"].str.contains("noisy in 1 of 2 seeds").all()
     assert (tidy.loc[tidy["framework"] != "torch", "flags"] == "").all()
-    assert "warm-up longer than configured" in tables.to_markdown(tidy, BY_NAME["table1_eager"])
+    assert "no steady state found" in tables.to_markdown(tidy, BY_NAME["table1_eager"])
 
 
 def test_a_failed_cells_note_names_its_log_and_an_unsupported_one_needs_none(aggregate):

@@ -25,7 +25,6 @@ rule aggregate:
         outdir=lambda w, output: os.path.dirname(output.cells),
         settings=json.dumps(
             {
-                "grid": GRIDS,
                 "workload": run_config.without_resources(WORKLOAD),
                 "gradient_check": config["gradient_check"],
                 "statistics": config["statistics"],
@@ -69,7 +68,7 @@ rule tables:
         env_inputs(spec.ANALYSIS_ENV),
         summary=tree("aggregate/summary.parquet"),
         cells=tree("aggregate/cells.parquet"),
-        bootstrap=tree("aggregate/bootstrap.parquet"),
+        comparisons=tree("aggregate/comparisons.parquet"),
         code=code("make_tables.py"),
     output:
         reported_tables(),
@@ -82,18 +81,40 @@ rule tables:
     params:
         python=env_python(spec.ANALYSIS_ENV),
         outdir=lambda w, output: os.path.dirname(output[0]),
-        confidence=config["statistics"]["confidence"],
         noise=config["statistics"]["noise_threshold"],
     shell:
         "{params.python} {input.code[0]} --summary {input.summary} --cells {input.cells} "
-        "--bootstrap {input.bootstrap} --confidence {params.confidence} "
+        "--comparisons {input.comparisons} "
         "--noise-threshold {params.noise} --outdir {params.outdir} > {log} 2>&1"
+
+
+rule comparisons:
+    # Every estimate and comparison the outputs show, made once (adbench/comparisons.py):
+    # the tables, figures, scaling, verdicts and the paper read them and recompute nothing.
+    input:
+        env_inputs(spec.ANALYSIS_ENV),
+        bootstrap=tree("aggregate/bootstrap.parquet"),
+        code=code("compare.py"),
+    output:
+        conditions=tree("aggregate/conditions.parquet"),
+        comparisons=tree("aggregate/comparisons.parquet"),
+    log:
+        tree("logs/comparisons.log"),
+    conda:
+        env_file(spec.ANALYSIS_ENV)
+    params:
+        python=env_python(spec.ANALYSIS_ENV),
+        outdir=lambda w, output: os.path.dirname(output.comparisons),
+        confidence=config["statistics"]["confidence"],
+    shell:
+        "{params.python} {input.code[0]} --bootstrap {input.bootstrap} "
+        "--confidence {params.confidence} --outdir {params.outdir} > {log} 2>&1"
 
 
 rule verdicts:
     input:
         env_inputs(spec.ANALYSIS_ENV),
-        bootstrap=tree("aggregate/bootstrap.parquet"),
+        comparisons=tree("aggregate/comparisons.parquet"),
         code=code("make_verdicts.py"),
     output:
         claims=reported(tree("verdicts/claims.csv"), "claims", "Verdicts", file="claims"),
@@ -110,5 +131,5 @@ rule verdicts:
         outdir=lambda w, output: os.path.dirname(output.claims),
         confidence=config["statistics"]["confidence"],
     shell:
-        "{params.python} {input.code[0]} --bootstrap {input.bootstrap} "
+        "{params.python} {input.code[0]} --comparisons {input.comparisons} "
         "--confidence {params.confidence} --outdir {params.outdir} > {log} 2>&1"

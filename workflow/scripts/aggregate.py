@@ -25,22 +25,30 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from adbench import provenance, schema, spec, stats  # noqa: E402
 
 
-def log_of(raw_path: str, cell: spec.Cell) -> str:
-    """The cell's timing-job log, in the raw file's results tree (the cell is the file's
-    own description; its path only says where the tree is)."""
+def tree_of(raw_path: str, cell: spec.Cell) -> str | None:
+    """The results tree a raw file lies in (the cell is the file's own description; its
+    path only says where the tree is); None: a raw file moved out of a results tree."""
     if not raw_path.endswith(cell.raw_path):
-        return ""  # a raw file moved out of a results tree: no log beside it
-    return raw_path[: len(raw_path) - len(cell.raw_path)] + cell.log_path
+        return None
+    return raw_path[: len(raw_path) - len(cell.raw_path)]
+
+
+def log_of(raw_path: str, cell: spec.Cell) -> str:
+    """The cell's timing-job log, in the raw file's results tree."""
+    tree = tree_of(raw_path, cell)
+    return "" if tree is None else tree + cell.log_path
 
 
 def cell_record(path: str) -> dict:
     info = schema.read_provenance(path)
     cell = spec.Cell(**info["cell"])
-    return {
+    record = {
         **info["cell"],
         "status": info["status"],
-        "message": info["message"],
+        "message": reason_of(info),
         "log": log_of(path, cell),
+        "raw_file": path,
+        "results_tree": tree_of(path, cell),
         "versions": json.dumps(info.get("versions", {}), sort_keys=True),
         # Implementation choices that move the numbers, and what the framework reported.
         "choices": json.dumps(info.get("choices", {}), sort_keys=True),
@@ -49,9 +57,13 @@ def cell_record(path: str) -> dict:
         "n_parameters": info.get("n_parameters"),
         "batch_size": info.get("workload", {}).get("batch_size"),
         "jacobian_rows": info.get("workload", {}).get("jacobian_rows"),
+        # The data a variable-length cell draws its batches from (its FLOPs as run).
+        "n_samples": info.get("workload", {}).get("n_samples"),
         "warmup": info.get("workload", {}).get("warmup"),
         "iterations": info.get("workload", {}).get("iterations"),
-        "device_name": info.get("device_name"),
+        # The framework's name for the device, else nvidia-smi's (a cell refused or killed
+        # before its framework set the device up).
+        "device_name": info.get("device_name") or (info.get("gpu") or {}).get("name"),
         # CPU-seconds per second of the timed loop: the cores the cell really kept busy.
         "cpu_utilisation": info.get("cpu_utilisation"),
         # The memory of the measured phase, bytes (schema.MEMORY_FIELDS); None: not measured.
@@ -70,6 +82,37 @@ def cell_record(path: str) -> dict:
         "ended_at": info.get("ended_at"),
         **{f"phase_{k}": v for k, v in info.get("phases", {}).items()},
     }
+    record["machine"] = stats.machine_of(record)
+    return record
+
+
+def with_unnamed_gpus_placed(cells: pd.DataFrame) -> pd.DataFrame:
+    """A cuda cell whose record names no GPU (refused or killed before its framework set the
+    device up, in a file from before nvidia-smi's name was recorded at start) is placed on
+    the one GPU machine of its results tree with its CPU model and driver, where there is
+    exactly one; else it stays a machine of its own ("unknown GPU")."""
+    cuda = cells["device"] == "cuda"
+    named = cells[cuda & cells["device_name"].notna()]
+    machine = cells["machine"].copy()
+    same = ["results_tree", "cpu_model", "gpu_driver"]
+    for i, cell in cells[cuda & cells["device_name"].isna()].iterrows():
+        found = named.loc[(named[same] == cell[same]).all(axis=1), "machine"].unique()
+        if len(found) == 1:
+            machine[i] = found[0]
+    return cells.assign(machine=machine)
+
+
+def reason_of(info: dict) -> str:
+    """A cell's message; an unsupported cell's is its reason alone (files written before
+    the backends declared their refusals prefix it with the exception's class)."""
+    message = info.get("message") or ""
+    return message.removeprefix("UnsupportedCell: ") if info["status"] == "unsupported" \
+        else message
+
+
+def iteration_rows(path: str, machine: str) -> pd.DataFrame:
+    """A raw file's rows, with the machine its process ran on (a column of the analysis)."""
+    return pq.read_table(path).to_pandas().assign(machine=machine)
 
 
 def cuda_facts(info: dict) -> dict:
@@ -86,13 +129,11 @@ def cuda_facts(info: dict) -> dict:
     }
 
 
-# What cells averaged into one number must share (their ok cells; a field's values named
-# where they differ). Per device, the machine: its CPU model, the device and, on cuda, the
-# GPU driver. Per device and thread count, the CPUs the job was granted (not the node's
-# os.cpu_count(): a cluster job gets part of a node, and a CPU cell as many as its threads).
-# Per framework, its versions (on every device); on cuda, the CUDA runtime its build brought.
-MACHINE_FIELDS = {"cpu": ("cpu_model", "device_name"),
-                  "cuda": ("cpu_model", "device_name", "gpu_driver")}
+# What cells averaged into one number must share, beyond their machine (a stratum of its
+# own, stats.machine_of): per machine, device and thread count, the CPUs the job was granted
+# (not the node's os.cpu_count(): a cluster job gets part of a node, and a CPU cell as many
+# as its threads); per machine and framework, its versions; on cuda, the CUDA runtime its
+# build brought.  Two machines may differ in all of these: they are compared, not averaged.
 
 
 def shown(value) -> str:
@@ -115,38 +156,30 @@ def unlike(group: pd.DataFrame, field: str) -> str | None:
 
 
 def mixed_measurements(cells: pd.DataFrame) -> list[str]:
-    """What would average unlike measurements into one number: ok cells of one device
-    measured on different machines or given different CPUs, or a framework's cells measured
-    with different versions or CUDA runtimes (the fields above MACHINE_FIELDS)."""
+    """What would average unlike measurements into one number on one machine: one cell
+    measured twice there (two results trees holding it: config raw_trees), its ok cells of
+    one device and thread count given different CPUs, or a framework's cells measured with
+    different versions or CUDA runtimes."""
     ok = cells[cells["status"] == "ok"]
-    problems = []
-    for device, group in ok.groupby("device"):
-        problems += [f"{device} cells measured on different machines: {found}"
-                     for field in MACHINE_FIELDS[device]
-                     if (found := unlike(group, field))]
-        for threads, same in group.groupby("threads"):
-            if found := unlike(same, "cpus_granted"):
-                problems.append(f"{device} cells of {threads} thread(s) given different "
-                                f"CPUs: {found}")
-    for framework, group in ok.groupby("framework"):
+    problems = [f"{', '.join(f'{k} {v}' for k, v in zip(stats.PROCESS_FIELDS, key))}: "
+                f"measured more than once ({', '.join(same['raw_file'])})"
+                for key, same in cells.groupby(list(stats.PROCESS_FIELDS)) if len(same) > 1]
+    for (machine, device, threads), same in ok.groupby(["machine", "device", "threads"]):
+        if found := unlike(same, "cpus_granted"):
+            problems.append(f"{device} cells of {threads} thread(s) on {machine} given "
+                            f"different CPUs: {found}")
+    for (machine, framework), group in ok.groupby(["machine", "framework"]):
         if found := unlike(group, "versions"):
-            problems.append(f"{framework} cells measured with different versions: {found}")
+            problems.append(f"{framework} cells on {machine} measured with different "
+                            f"versions: {found}")
         if found := unlike(group[group["device"] == "cuda"], "cuda_runtime"):
-            problems.append(f"{framework} cuda cells measured with different CUDA runtimes: "
-                            f"{found}")
+            problems.append(f"{framework} cuda cells on {machine} measured with different "
+                            f"CUDA runtimes: {found}")
     return problems
 
 
-def union(lists) -> list:
-    """The values of several grids' lists, each once, sorted."""
-    return sorted({value for values in lists for value in values})
-
-
-def environment(cells: pd.DataFrame, settings: dict) -> dict:
-    """What the paper says about where and with what the numbers were measured.
-
-    Machine and software facts come from the timing processes' provenance, not from this one.
-    """
+def machine_facts(cells: pd.DataFrame) -> dict:
+    """What the paper says of one machine: its hardware and the software its cells ran."""
     first = cells.iloc[0]
 
     def distinct(column):
@@ -156,18 +189,42 @@ def environment(cells: pd.DataFrame, settings: dict) -> dict:
     for blob in cells["versions"]:
         versions.update(json.loads(blob))
     return {
+        "machine": first["machine"],
         "cpu_model": first["cpu_model"],
         "cpu_count": int(first["cpu_count"]) if pd.notna(first["cpu_count"]) else None,
-        "hostname": first["hostname"],
+        "hostname": distinct("hostname"),
         "platform": distinct("platform"),
         "python": distinct("python"),
         "versions": versions,
         "device_names": sorted(set(cells["device_name"].dropna())),
+        "gpu_drivers": sorted(set(cells["gpu_driver"].dropna())),
+        "n_cells": int(len(cells)),
+    }
+
+
+def environment(cells: pd.DataFrame, settings: dict) -> dict:
+    """What the paper says about where and with what the numbers were measured: a record per
+    machine (machine_facts), in the order of its first cell, then the run's settings.
+
+    Machine and software facts come from the timing processes' provenance, not from this one.
+    """
+    machines = [machine_facts(group) for _, group in cells.groupby("machine", sort=False)]
+
+    def distinct(column):
+        return ", ".join(str(v) for v in sorted(set(cells[column].dropna()))) or None
+
+    return {
+        "machines": machines,
+        # The first machine's, for a paper of one machine.
+        **{k: machines[0][k] for k in ("cpu_model", "cpu_count", "hostname", "platform",
+                                       "python", "versions")},
+        "device_names": sorted(set(cells["device_name"].dropna())),
         "git_commit": distinct("git_commit"),
         "git_dirty": bool(cells["git_dirty"].fillna(False).any()),
-        "seeds": union(grid["seeds"] for grid in settings["grid"]),
-        "threads": union(grid["threads"] for grid in settings["grid"]),
-        "devices": union(grid["devices"] for grid in settings["grid"]),
+        # The cells' own (a tree may read other trees' raw files: config raw_trees).
+        "seeds": sorted(int(s) for s in set(cells["seed"])),
+        "threads": sorted(int(t) for t in set(cells["threads"])),
+        "devices": sorted(set(cells["device"])),
         "workload": settings["workload"],
         "n_cells": int(len(cells)),
         "n_ok": int((cells["status"] == "ok").sum()),
@@ -175,7 +232,9 @@ def environment(cells: pd.DataFrame, settings: dict) -> dict:
         "gradient_tolerances": settings["gradient_check"]["models"],
         "statistics": settings["statistics"],
         "n_noisy": int(cells["noisy"].sum()),
-        "n_warmup_short": int(cells["warmup_short"].sum()),
+        "n_warmup_dropped": int((cells["warmup_dropped"] > 0).sum()),
+        "iterations_dropped": int(cells["warmup_dropped"].sum()),
+        "n_no_steady_state": int(cells["no_steady_state"].sum()),
         "started_at": cells["started_at"].min(),
         "ended_at": cells["ended_at"].max(),
     }
@@ -187,31 +246,34 @@ def main(argv=None) -> int:
     p.add_argument("raw", nargs="+", help="raw files, or @FILE with one per line")
     p.add_argument("--outdir", required=True)
     p.add_argument("--settings", required=True,
-                   help="JSON: grid, workload, gradient_check, statistics")
+                   help="JSON: workload, gradient_check, statistics")
     args = p.parse_args(argv)
     settings = json.loads(args.settings)
     os.makedirs(args.outdir, exist_ok=True)
     out = lambda name: os.path.join(args.outdir, name)  # noqa: E731
 
-    iterations = pd.concat([pq.read_table(f).to_pandas() for f in args.raw], ignore_index=True)
-    cells = pd.DataFrame([cell_record(f) for f in args.raw])
+    cells = with_unnamed_gpus_placed(pd.DataFrame([cell_record(f) for f in args.raw]))
+    iterations = pd.concat([iteration_rows(f, m) for f, m in zip(args.raw, cells["machine"])],
+                           ignore_index=True)
     mixed = mixed_measurements(cells)
     if mixed:
         print("aggregate: refusing to average unlike measurements into one number:\n  "
               + "\n  ".join(mixed) + "\nRe-time one side (snakemake --forcerun with its raw "
-              "files) so that every cell of the results tree comes from one "
-              "machine and one set of versions.", file=sys.stderr)
+              "files) so that every cell of one machine comes from one set of versions and "
+              "CPUs.", file=sys.stderr)
         return 1
     rules = settings["statistics"]
     summarised = stats.rows_of_ok_cells(iterations, cells)
-    trials = stats.trial_stats(summarised)
+    warmup = stats.warmup_of_cells(summarised, rules["warmup_window"], rules["warmup_tolerance"])
+    cells = stats.with_warmup(cells, warmup)
+    steady = stats.steady_rows(summarised, cells)  # the warm-up rule: what every statistic uses
+    trials = stats.trial_stats(steady)
     summary = stats.across_seeds(trials)
-    first = stats.first_iteration_stats(summarised)
+    first = stats.first_iteration_stats(summarised, steady)
     cells = stats.with_time_to_first_step(cells, first)
     cells = stats.with_sequence_epochs(cells, stats.sequence_epochs(summarised))
-    warmup = stats.warmup_of_cells(summarised, rules["warmup_window"], rules["warmup_tolerance"])
-    cells = stats.with_warmup_and_noise(cells, warmup, trials, rules["noise_threshold"])
-    bootstrap = stats.bootstrap_replicates(summarised, rules["bootstrap_replicates"],
+    cells = stats.with_noise(cells, trials, rules["noise_threshold"])
+    bootstrap = stats.bootstrap_replicates(steady, rules["bootstrap_replicates"],
                                            rules["bootstrap_seed"], cells=cells)
 
     iterations.to_parquet(out("iterations.parquet"), index=False)

@@ -91,20 +91,27 @@ def compare(cells: pd.DataFrame, references: dict, tolerances: dict,
                 "passed": bool(checked and truth is not None and ref_error <= tol
                                and peer_error <= tol),
             })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+
+
+CHECK_COLUMNS = [*GROUP, "task", "framework", "mode", "reference", "max_rel_error",
+                 "ref_rel_error", "tolerance", "status", "passed"]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 fromfile_prefix_chars="@")
-    p.add_argument("--cells", nargs="+", required=True,
-                   help="cells' derivative files, or @FILE with one per line")
-    p.add_argument("--references", nargs="+", required=True)
+    p.add_argument("--cells", nargs="*", required=True,
+                   help="cells' derivative files, or @FILE with one per line (none: a tree "
+                   "that measures nothing of its own)")
+    p.add_argument("--references", nargs="*", required=True)
     p.add_argument("--tolerance", type=float, required=True)
     p.add_argument("--model-tolerance", action="append", default=[], metavar="MODEL=TOL")
     p.add_argument("--csv", required=True)
     p.add_argument("--md", required=True)
     args = p.parse_args(argv)
+    # An empty list file holds one empty line (printf '%s\n' with no paths).
+    args.cells = [path for path in args.cells if path]
     tolerances = parse_tolerances(args.tolerance, args.model_tolerance)
 
     references, kink_margins = {}, {}
@@ -118,7 +125,8 @@ def main(argv=None) -> int:
         cell = cell_of(path)
         records.append({**dataclasses.asdict(cell), "status": status, "arrays": arrays,
                         "derivative": spec.TASKS[cell.task].derivative})
-    out = compare(pd.DataFrame(records), references, tolerances, kink_margins)
+    cells = pd.DataFrame(records, columns=[*spec.CELL_FIELDS, "status", "arrays", "derivative"])
+    out = compare(cells, references, tolerances, kink_margins)
     for path in (args.csv, args.md):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     out.to_csv(args.csv, index=False)

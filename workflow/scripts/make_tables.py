@@ -3,7 +3,7 @@
 
     python workflow/scripts/make_tables.py --summary results/aggregate/summary.parquet \
         --cells results/aggregate/cells.parquet \
-        --bootstrap results/aggregate/bootstrap.parquet --outdir results/tables
+        --comparisons results/aggregate/comparisons.parquet --outdir results/tables
 
 Writes <outdir>/<table>.{csv,md,tex} for every table, also those this run measured nothing
 of (an empty CSV with its header, and a "not measured" note).
@@ -31,19 +31,18 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--summary", required=True)
     p.add_argument("--cells", required=True)
-    p.add_argument("--bootstrap", help="aggregate's bootstrap.parquet: intervals of ratios")
-    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--comparisons", help="compare.py's comparisons.parquet: every ratio and "
+                   "its interval (none without)")
     p.add_argument("--noise-threshold", type=float, help="as the config's statistics, for "
                    "the words of the noisy flag")
     p.add_argument("--outdir", required=True)
     args = p.parse_args(argv)
     summary = pd.read_parquet(args.summary)
     cells = pd.read_parquet(args.cells)
-    bootstrap = pd.read_parquet(args.bootstrap) if args.bootstrap else None
+    made = pd.read_parquet(args.comparisons) if args.comparisons else None
     os.makedirs(args.outdir, exist_ok=True)
     for table in TABLES:
-        tidy = tables.tidy_table(table, summary, cells, bootstrap, args.confidence,
-                                 args.noise_threshold)
+        tidy = tables.tidy_table(table, summary, cells, made, args.noise_threshold)
         tables.write_table(table, tidy, os.path.join(args.outdir, table.name))
         print(tables.to_markdown(tidy, table))
     # Not one of the study's tables: the memory each condition's measured phase needed.

@@ -1,15 +1,16 @@
 #!/usr/bin/env python
-"""Verdicts on the seeds' claims (adbench.claims) from the aggregated bootstrap replicates.
+"""Verdicts on the seeds' claims (adbench.claims) from the comparisons product (compare.py).
 
-    python workflow/scripts/make_verdicts.py --bootstrap results/aggregate/bootstrap.parquet \
-        --confidence 0.95 --outdir results/verdicts
+    python workflow/scripts/make_verdicts.py \
+        --comparisons results/aggregate/comparisons.parquet --confidence 0.95 \
+        --outdir results/verdicts
 
-Writes <outdir>/claims.csv (a row per claim: its verdict on the pooled ratio and its
-interval, the counts of what its comparisons say alone), <outdir>/groups.csv (a row per
-group of comparisons and (device, threads) block: pooled ratio, difference in microseconds,
-Holm-corrected verdict) and <outdir>/comparisons.csv (a row per comparison and block, "not
-measured" where the run lacks its cells, "one process" where it cannot be judged), and prints
-them as Markdown.  The rule: adbench.inference and docs/statistics.md.
+Writes <outdir>/claims.csv (a row per claim: its verdict by the rule over its groups, whether
+it is provisional, the counts of what its groups and comparisons say, the pooled ratio as a
+summary), <outdir>/groups.csv (a row per group of comparisons and (machine, device, threads)
+block measured: pooled ratio, Holm-corrected verdict) and <outdir>/comparisons.csv (a row per
+comparison measured and block, "one process" where it cannot be judged), and prints them as
+Markdown.  The rule: adbench.verdicts, adbench.inference and docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from adbench import verdicts  # noqa: E402
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--comparisons", required=True)
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--outdir", required=True)
     args = p.parse_args(argv)
-    claims, groups, comparisons = verdicts.evaluate(pd.read_parquet(args.bootstrap),
+    claims, groups, comparisons = verdicts.evaluate(pd.read_parquet(args.comparisons),
                                                     args.confidence)
     os.makedirs(args.outdir, exist_ok=True)
     claims.to_csv(os.path.join(args.outdir, "claims.csv"), index=False)
@@ -39,8 +40,7 @@ def main(argv=None) -> int:
     comparisons.to_csv(os.path.join(args.outdir, "comparisons.csv"), index=False)
     print(claims.drop(columns="test").to_markdown(index=False, floatfmt=".3g"))
     for frame in (groups, comparisons):
-        measured = frame[frame["verdict"] != verdicts.NOT_MEASURED]
-        print("\n" + measured.to_markdown(index=False, floatfmt=".3g"))
+        print("\n" + frame.to_markdown(index=False, floatfmt=".3g"))
     return 0
 
 

@@ -2,8 +2,8 @@
 improvement column re-derived, and the study's scaled-down models (ResNet50) against our
 closest cells (the ratio tables and the hypotheses: adbench.hypotheses).
 
-Built from the tidy tables (make_tables.py), the study's published rows and the bootstrap
-replicates; text arrives LaTeX-escaped.
+Built from the tidy tables (make_tables.py), the study's published rows and the comparisons
+product (adbench.comparisons: every pooled ratio is its); text arrives LaTeX-escaped.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import math
 import pandas as pd
 
 from adbench import formatting as fmt
-from adbench import report_stats, stats
 from adbench import tables as tbl
 from adbench.formatting import latex
 from adbench.paper_tables import pair_label
@@ -36,30 +35,44 @@ def per_model(tidy: pd.DataFrame, pair, value: str) -> pd.Series:
     return pd.to_numeric(rows.set_index(["model", "task"])[value], errors="coerce")
 
 
-def condition_key(r, quantity: str, **changes) -> tuple:
-    """A tidy row's key in stats.replicates_by_condition (with some fields changed)."""
-    fields = {**{k: r[k] for k in stats.CONDITION_FIELDS}, **changes}
-    return (*(fields[k] for k in stats.CONDITION_FIELDS), quantity)
+def pooled_over(made: pd.DataFrame | None, rows: pd.DataFrame, kind: str, name: str,
+                numerator: tuple, denominator: tuple, quantities: tuple) -> str:
+    """'1.23 [1.10, 1.35]': the comparisons product's geometric mean over the models of
+    `rows` (one block), of the comparison `kind`/`name` between the (framework, mode) pairs
+    `numerator` and `denominator` on `quantities` (numerator's, denominator's); then what its
+    interval rests on, never a conclusion from one process (comparisons.ITERATIONS)."""
+    if made is None or made.empty or rows.empty:
+        return fmt.NA
+    r = rows.iloc[0]
+    want = {"kind": kind, "name": name, "level": "models",
+            "machine": r["machine"], "device": r["device"], "threads": r["threads"],
+            "numerator_framework": numerator[0], "numerator_mode": numerator[1],
+            "denominator_framework": denominator[0], "denominator_mode": denominator[1],
+            "numerator_quantity": quantities[0], "denominator_quantity": quantities[1]}
+    found = made[(made[list(want)] == pd.Series(want)).all(axis=1)]
+    # the pooled row over the most of the rows' models (those with both sides measured)
+    found = found[[set(m.split(",")) <= set(rows["model"]) for m in found["models"]]]
+    if found.empty:
+        return fmt.NA
+    f = found.loc[found["n_pooled"].idxmax()]
+    text = fmt.ratio(f["ratio"], f["low"], f["high"])
+    if int(f["n_processes"]) < 2:
+        return text + ", one of its ratios from the iterations of one process"
+    return text + ("" if f["low"] > 1 or f["high"] < 1 else ", interval contains 1")
 
 
 def column_ratios(
-    table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, found: dict, confidence: float
+    table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, made: pd.DataFrame | None
 ) -> list:
     """Every column over the table's first one, over models: ours (first block; their span and
     geometric mean with its interval) and the study's."""
     mine = ok_rows(first_block(ours))
-    pairs = [p for p in table_modes(table) if p in set(zip(mine["framework"], mine["mode"]))]
+    pairs = [p for p in study_columns(table, published)
+             if p in set(zip(mine["framework"], mine["mode"]))]
     out = []
     for pair in pairs[1:]:
         study = published.assign(mean=pd.to_numeric(published["mean"], errors="coerce"))
         rows = mine[(mine["framework"] == pair[0]) & (mine["mode"] == pair[1])]
-        sides = [
-            (
-                condition_key(r, table.quantity),
-                condition_key(r, table.quantity, framework=pairs[0][0], mode=pairs[0][1]),
-            )
-            for _, r in rows.iterrows()
-        ]
         out.append(
             {
                 "column": pair_label(*pair),
@@ -67,13 +80,21 @@ def column_ratios(
                 "ours": fmt.span(
                     per_model(mine, pair, "mean") / per_model(mine, pairs[0], "mean"), tex=True
                 ),
-                "geomean": report_stats.geometric_mean_text(found, sides, confidence),
+                "geomean": pooled_over(made, rows, "frameworks", f"{pair[0]}/{pairs[0][0]}",
+                                       pair, pairs[0], (table.quantity, table.quantity)),
                 "study": fmt.span(
                     per_model(study, pair, "mean") / per_model(study, pairs[0], "mean"), tex=True
                 ),
             }
         )
     return out
+
+
+def study_columns(table: TableInfo, published: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (framework, mode) columns of a study's table as it printed them (the table's
+    modes where it printed none): what the paper's table beside it shows."""
+    printed = set(zip(published["framework"], published["mode"]))
+    return [p for p in table_modes(table) if p in printed or not printed]
 
 
 # Like for like: (tidy column, quantity timed on both sides).  The study's construction,
@@ -89,25 +110,22 @@ def records_backward(pair, tasks) -> bool:
     return all("backward_s" in timed_quantities(*pair, task) for task in tasks)
 
 
-def speedup_summary(mine: pd.DataFrame, pair, kind: str, found: dict, confidence: float) -> dict:
+def speedup_summary(mine: pd.DataFrame, pair, kind: str, made: pd.DataFrame | None) -> dict:
     """One like-for-like speed-up of a compiled column over models: its span and its geometric
     mean with an interval (eager over compiled, the same quantity on both sides)."""
     column, quantity = LIKE_FOR_LIKE[kind]
     rows = mine[(mine["framework"] == pair[0]) & (mine["mode"] == pair[1])]
-    eager = eager_mode_of(pair[0])
-    sides = [
-        (condition_key(r, quantity, mode=eager), condition_key(r, quantity))
-        for _, r in rows.iterrows()
-    ]
+    eager = (pair[0], eager_mode_of(pair[0]))
     values = per_model(mine, pair, column) if column in mine else []
     return {
         "span": fmt.span(values, tex=True),
-        "geomean": report_stats.geometric_mean_text(found, sides, confidence),
+        "geomean": pooled_over(made, rows, "improvement", column, eager, pair,
+                               (quantity, quantity)),
     }
 
 
 def improvement_headline(
-    table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, found: dict, confidence: float
+    table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, made: pd.DataFrame | None
 ) -> list:
     """Per compiled column (first block): the like-for-like speed-ups over models, the whole
     step's and, where the mode times it apart, the backward pass's; apart from them, the
@@ -121,9 +139,9 @@ def improvement_headline(
     return [
         {
             "column": pair_label(*pair),
-            "step": speedup_summary(mine, pair, "step", found, confidence),
+            "step": speedup_summary(mine, pair, "step", made),
             "backward": (
-                speedup_summary(mine, pair, "backward", found, confidence)
+                speedup_summary(mine, pair, "backward", made)
                 if records_backward(pair, table.tasks)
                 else None
             ),
@@ -136,15 +154,15 @@ def improvement_headline(
                 else fmt.NA
             ),
         }
-        for pair in table_modes(table)
+        for pair in study_columns(table, published)
         if FRAMEWORKS[pair[0]].modes[pair[1]].compiled
         and pair in set(zip(mine["framework"], mine["mode"]))
     ]
 
 
-def headline(data: dict, found: dict, confidence: float) -> dict:
+def headline(data: dict, made: pd.DataFrame | None) -> dict:
     """The abstract's numbers: the first measured table of eager columns, of improvements;
-    `found`: stats.replicates_by_condition, for their intervals."""
+    `made`: the comparisons product, for their pooled ratios."""
     eager = next(
         (t for t in TABLES if t.compiled is False and not data[t.name]["ours"].empty), None
     )
@@ -153,13 +171,13 @@ def headline(data: dict, found: dict, confidence: float) -> dict:
         "eager_table": latex(cited(eager.study_table)) if eager else "",
         "eager_block": first_block_heading(data[eager.name]["ours"]) if eager else "",
         "eager_ratios": (
-            column_ratios(eager, **data[eager.name], found=found, confidence=confidence)
+            column_ratios(eager, **data[eager.name], made=made)
             if eager
             else []
         ),
         "improvement_block": first_block_heading(data[gains.name]["ours"]) if gains else "",
         "improvements": (
-            improvement_headline(gains, **data[gains.name], found=found, confidence=confidence)
+            improvement_headline(gains, **data[gains.name], made=made)
             if gains
             else []
         ),
@@ -301,6 +319,7 @@ def published_times(published: pd.DataFrame, table: TableInfo) -> list[dict]:
     return [
         {
             "label": latex(r["study_label"]),
+            "pair": (r["framework"], r["mode"]),
             "s": published_seconds(r, table),
             "text": (
                 latex(r["mean"]) if table.unit == "s" else fmt.number(published_seconds(r, table))
@@ -315,6 +334,7 @@ def our_times(ours: pd.DataFrame, table: TableInfo) -> list[dict]:
     return [
         {
             "label": latex(f"{tbl.column_label(r.framework, r.mode)}, {task_label(r.task)}"),
+            "pair": (r.framework, r.mode),
             "s": r.mean / fmt.unit_scale(table.unit),
             "jacobian": TASKS[r.task].derivative == "jacobian",
         }
@@ -323,9 +343,11 @@ def our_times(ours: pd.DataFrame, table: TableInfo) -> list[dict]:
 
 
 def closest(published: dict, mine: list, extrapolated: list) -> dict:
-    """Our measured cell and our extrapolated cell nearest a published time, in ratio terms."""
+    """Our measured condition and our extrapolated one nearest a published time, in ratio
+    terms, of the published row's own framework and mode only (never another's)."""
 
     def nearest(cells):
+        cells = [c for c in cells if c["pair"] == published["pair"]]
         if not cells:
             return {"label": fmt.NA, "s": fmt.NA, "ratio": fmt.NA}
         best = min(cells, key=lambda c: abs(math.log(c["s"] / published["s"])))

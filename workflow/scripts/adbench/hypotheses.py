@@ -36,17 +36,21 @@ def ratio_finding(table: TableInfo, ours: pd.DataFrame) -> dict | None:
     rows = ours[(ours["task"] == pair[1]) & ours["task_ratio"].notna()]
     if rows.empty:
         return None
-    several = rows[["device", "threads"]].drop_duplicates().shape[0] > 1
+    several = report_stats.several_blocks(rows)
     ratios = [float(r) for r in rows["task_ratio"]]
     worst = max(rows.itertuples(), key=lambda r: abs(math.log(r.task_ratio)))
+    # Told apart at all: the ratio's interval excludes 1, from two processes per side or more
+    # (an interval of one process's iterations concludes nothing).
+    judged = [r for r in rows.itertuples() if processes_of(r) >= 2]
     return {
         "table": table.name,
         "title": latex(table.title),
         "numerator": latex(task_label(pair[1])),
         "denominator": latex(task_label(pair[0])),
         "n": len(rows),
-        # the tasks' costs told apart at all: the ratio's interval excludes 1
-        "n_differs": sum(interval_of(r).excludes_one for r in rows.itertuples()),
+        "n_judged": len(judged),
+        "n_one_process": len(rows) - len(judged),
+        "n_differs": sum(interval_of(r).excludes_one for r in judged),
         "span": fmt.span(ratios, tex=True),
         "low": fmt.ratio(min(ratios)),
         "high": fmt.ratio(max(ratios)),
@@ -134,7 +138,7 @@ def judgment(
     mine = comparisons[
         (comparisons["claim"] == claim.key) & (comparisons["verdict"] != NOT_MEASURED)
     ]
-    several = mine[["device", "threads"]].drop_duplicates().shape[0] > 1
+    several = report_stats.several_blocks(mine)
     # a comparison's condition is its numerator's (same device and threads on both sides)
     holds = mine[mine["verdict"] == inference.SUPPORTED].rename(
         columns=lambda c: c.removeprefix("numerator_")
@@ -143,10 +147,10 @@ def judgment(
     shown = own[own["verdict"] != NOT_MEASURED]
     marked = report_stats.groups_that_waited(mine, waiting)
     waits = lambda g: tuple(  # noqa: E731
-        g[k] for k in ["claim", "device", "threads", *verdicts_module.GROUP_FIELDS]
+        g[k] for k in ["claim", *report_stats.BLOCK_FIELDS, *verdicts_module.GROUP_FIELDS]
     ) in marked
     return {
-        "verdict": latex(r["verdict"]),
+        "verdict": latex(report_stats.verdict_text(r)),
         "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
         "processes": report_stats.processes_text(r["n_processes"]),
         "n_judged": int(r["n"]),
@@ -163,11 +167,19 @@ def judgment(
     }
 
 
-def condition_label(r, with_block: bool) -> str:
+def condition_label(r, with_block: bool | str) -> str:
     """'MLP 512, PyTorch (eager)' for a row with model, framework and mode; with its block
-    (', cpu, 4 threads') when the rows span several."""
+    (', cpu, 4 threads', and its machine where several) when the rows span several."""
     label = f"{model_label(r.model)}, {tbl.column_label(r.framework, r.mode)}"
-    return label + (f", {fmt.block(r.device, r.threads)}" if with_block else "")
+    if not with_block:
+        return label
+    return f"{label}, {report_stats.block_text(r._asdict(), with_block)}"
+
+
+def processes_of(r) -> int:
+    """The processes per side behind a tidy row's task ratio (0 where not recorded)."""
+    n = getattr(r, "task_ratio_n", math.nan)
+    return 0 if missing(n) else int(n)
 
 
 def interval_of(r) -> inference.Interval:

@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 import zlib
 from typing import Mapping, Sequence
 
 import numpy as np
+import scipy.stats
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 EQUIVALENT = "equivalent"  # a directional claim whose ratio is within the margin of 1
@@ -90,27 +90,13 @@ def condition_replicates(processes: Sequence[Replicated], key: str) -> Replicate
     return over_processes(processes, spread_picks(len(processes), replicates, rng_for(key)))
 
 
-def student_quantile(p: float, dof: int) -> float:
-    """Student's t quantile: exact for 1 and 2 degrees of freedom, the Cornish-Fisher series
-    beyond (within 0.003 of the tables from 3 on); the standard library has no t."""
-    if dof == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if dof == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    z = statistics.NormalDist().inv_cdf(p)
-    return (z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * dof**3)
-            + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z)
-            / (92160 * dof**4))
-
-
 def expansion(n: int, confidence: float) -> float:
     """How much wider than the bootstrap's spread an interval from n resampled units must be
     to hold its level (1 for fewer than two units: nothing to correct)."""
     if n < 2:
         return 1.0
     p = 1 - (1 - confidence) / 2
-    return student_quantile(p, n - 1) / statistics.NormalDist().inv_cdf(p) * math.sqrt(
+    return scipy.stats.t.ppf(p, n - 1) / scipy.stats.norm.ppf(p) * math.sqrt(
         n / (n - 1))
 
 

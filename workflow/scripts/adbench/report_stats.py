@@ -19,26 +19,14 @@ from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC
 from adbench.formatting import latex
 from adbench.report_spec import cited, model_label, task_label
-from adbench.verdicts import GROUP_FIELDS, NOT_MEASURED
+from adbench.machines_section import block_namer
+from adbench.verdicts import GROUP_FIELDS, MIXED, NOT_MEASURED
 
-VERDICT_ORDER = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
+VERDICT_ORDER = (inference.SUPPORTED, inference.CONTRADICTED, MIXED, inference.EQUIVALENT,
                  inference.INCONCLUSIVE, inference.ONE_PROCESS, NOT_MEASURED)
-
-
-def geometric_mean_text(
-    found: stats.Replicates, sides: list[tuple[tuple, tuple]], confidence: float
-) -> str:
-    """'1.23 [1.10, 1.35]': the geometric mean over (numerator, denominator) keys of
-    stats.replicates_by_condition, each ratio paired by seed, with its between-ratio interval;
-    ', within noise' when it contains 1, ', one process' when a ratio rests on one."""
-    intervals = [i for n, d in sides if (i := found.ratio(n, d, confidence)) is not None]
-    intervals = [i for i in intervals if i.n_processes]
-    if not intervals:
-        return "n/a"
-    mean = inference.pooled(intervals, confidence, "/".join(map(str, sides)))
-    return fmt.ratio(mean.point, mean.low, mean.high) + (
-        ", one process" if not mean.judged else "" if mean.excludes_one else ", within noise"
-    )
+# How a verdict from fewer than three processes per side is printed (verdicts.provisional).
+PROVISIONAL = "provisional"
+BLOCK_FIELDS = ["machine", "device", "threads"]
 
 
 def claim_words(key: str, published: dict) -> dict:
@@ -50,11 +38,21 @@ def claim_words(key: str, published: dict) -> dict:
     return {k: latex(cited(v) if k == "source" else v) for k, v in words.items()}
 
 
+# A compared quantity as the paper names it (the raw schema's and the analysis' keys).
+QUANTITY_WORDS = {"step_s": "step", "backward_s": "backward", "forward_s": "forward",
+                  stats.FIRST_OVER_STEADY: "first step / median step",
+                  "device_process_bytes": "GPU memory held", "epoch_s": "epoch",
+                  "kept_by_step_bytes": "memory the step keeps",
+                  "kept_over_saved_activations": "kept over its saved activations"}
+
+
 def side_label(r, end: str) -> str:
-    """'MLP 512, PyTorch (eager), backward' for one end of a comparison row."""
+    """'MLP 512, PyTorch (eager), backward' for one end of a comparison row ('the bound'
+    for a comparison of one condition with its claim's bound)."""
     get = lambda field: r[f"{end}_{field}"]  # noqa: E731
-    quantity = ("first step / median step" if get("quantity") == stats.FIRST_OVER_STEADY
-                else get("quantity").removesuffix("_s"))
+    if pd.isna(get("framework")):
+        return "the bound"
+    quantity = QUANTITY_WORDS.get(get("quantity"), str(get("quantity")).replace("_", " "))
     return (
         f"{model_label(get('model'))}, {tbl.column_label(get('framework'), get('mode'))}, "
         f"{task_label(get('task'))} ({quantity})"
@@ -62,10 +60,51 @@ def side_label(r, end: str) -> str:
 
 
 def group_label(r) -> str:
-    """'PyTorch (eager)' when both sides share a (framework, mode), else 'A over B'."""
+    """'PyTorch (eager)' when both sides share a (framework, mode) or the group tests one
+    against a bound, else 'A over B'."""
     numerator = tbl.column_label(r["numerator_framework"], r["numerator_mode"])
+    if pd.isna(r["denominator_framework"]):
+        return numerator
     denominator = tbl.column_label(r["denominator_framework"], r["denominator_mode"])
     return numerator if numerator == denominator else f"{numerator} over {denominator}"
+
+
+def verdict_text(r) -> str:
+    """A verdict as printed: with '(provisional)' where it rests on fewer than three
+    processes per side."""
+    provisional = str(r.get("provisional", "")).lower() in ("true", "1")
+    return r["verdict"] + (f" ({PROVISIONAL})" if provisional else "")
+
+
+def basis_text(r) -> str:
+    """What an interval rests on, where it is not several processes per side."""
+    return "" if int(r["n_processes"] or 0) >= 2 else "iterations of one process"
+
+
+def block_text(r, several) -> str:
+    """The block of a row where a tree has several (`several`: several_blocks' namer; its
+    machine by its short name where it has several machines), else ''."""
+    return several(r) if several else ""
+
+
+def several_blocks(frame: pd.DataFrame):
+    """How rows of a verdicts file name their block (machines_section.block_namer): None
+    (false) where they share one."""
+    return block_namer(frame)
+
+
+def sides_of_a_mixed_claim(groups: pd.DataFrame) -> str:
+    """'supported: A, B; contradicted: C': the groups on each side of a mixed claim."""
+    several = several_blocks(groups)
+    named = []
+    for verdict in VERDICT_ORDER:
+        mine = groups[groups["verdict"] == verdict]
+        if verdict in (inference.ONE_PROCESS, NOT_MEASURED) or mine.empty:
+            continue
+        labels = [group_label(r) + (f" ({block_text(r, several)})" if several else "")
+                  for _, r in mine.iterrows()]
+        named.append(f"{verdict}: {', '.join(labels)}")
+    return "; ".join(named)
 
 
 def counts_text(r) -> str:
@@ -84,11 +123,16 @@ def processes_text(n) -> str:
     return fmt.NA if fmt.missing(n) or not int(n) else fmt.counted(int(n), "process", "processes")
 
 
-def claim_context(claim, r, published: dict) -> dict:
+def claim_context(claim, r, published: dict, groups: pd.DataFrame | None = None) -> dict:
+    """A claim's words, test and verdict; for a mixed one, its groups on each side."""
+    mine = groups[groups["claim"] == claim.key] if groups is not None else None
     return {
         **claim_words(claim.key, published),
+        "key": claim.key.replace("_", "-"),  # for a LaTeX label
         "test": latex(claim.test),
-        "verdict": latex(r["verdict"]),
+        "verdict": latex(verdict_text(r)),
+        "sides": (latex(sides_of_a_mixed_claim(mine))
+                  if r["verdict"] == MIXED and mine is not None else ""),
         "n": int(r["n"]),
         "counts": counts_text(r),
         "n_not_measured": int(r["n_not_measured"]),
@@ -111,16 +155,16 @@ def waited(r, waiting: set) -> bool:
 
 
 def groups_that_waited(comparisons: pd.DataFrame, waiting: set) -> set[tuple]:
-    """(claim, device, threads, *GROUP_FIELDS) of the groups with a waiting side."""
-    keys = ["claim", "device", "threads", *GROUP_FIELDS]
+    """(claim, machine, device, threads, *GROUP_FIELDS) of the groups with a waiting side."""
+    keys = ["claim", *BLOCK_FIELDS, *GROUP_FIELDS]
     return {tuple(r[k] for k in keys) for _, r in comparisons.iterrows() if waited(r, waiting)}
 
 
-def group_context(r, several_blocks: bool, waits: bool = False) -> dict:
+def group_context(r, several: bool | str, waits: bool = False) -> dict:
     return {
         "waited": WAIT_MARK if waits else "",
         "label": latex(group_label(r)),
-        "block": latex(fmt.block(r["device"], r["threads"])) if several_blocks else "",
+        "block": latex(block_text(r, several)),
         "measured": int(r["n_planned"]) - int(r["n_not_measured"]),
         "planned": int(r["n_planned"]),
         "counts": counts_text(r),
@@ -129,7 +173,7 @@ def group_context(r, several_blocks: bool, waits: bool = False) -> dict:
             r["difference_us"], r["difference_low_us"], r["difference_high_us"]),
         "processes": latex(processes_text(r["n_processes"])),
         "n": fmt.NA if fmt.missing(r["n_processes"]) else int(r["n_processes"]),
-        "verdict": latex(r["verdict"]),
+        "verdict": latex(verdict_text(r)),
     }
 
 
@@ -158,14 +202,13 @@ def verdicts_context(
     `waiting`: paper_context.waiting_conditions, whose comparisons and groups are marked."""
     rows, grouped = [], []
     group_waits = groups_that_waited(comparisons, waiting)
-    key = lambda r: tuple(r[k] for k in ["claim", "device", "threads", *GROUP_FIELDS])  # noqa
-    measured_groups = groups[groups["verdict"] != NOT_MEASURED]
-    several = measured_groups[["device", "threads"]].drop_duplicates().shape[0] > 1
+    key = lambda r: tuple(r[k] for k in ["claim", *BLOCK_FIELDS, *GROUP_FIELDS])  # noqa
+    several = several_blocks(groups)
     for claim in CLAIMS:
         found = claims[claims["claim"] == claim.key]
         if found.empty:
             continue
-        rows.append(claim_context(claim, found.iloc[0], published))
+        rows.append(claim_context(claim, found.iloc[0], published, groups))
         mine = groups[groups["claim"] == claim.key]
         shown = mine[mine["verdict"] != NOT_MEASURED]
         grouped.append({
@@ -174,11 +217,15 @@ def verdicts_context(
                        for _, r in shown.iterrows()],
             "n_unmeasured_groups": len(mine) - len(shown),
         })
-    measured = comparisons[comparisons["verdict"] != NOT_MEASURED]
+    measured = comparisons
     names = {c.key: claim_words(c.key, published)["name"] for c in CLAIMS}
     tally = claims["verdict"].value_counts()
+    provisional = claims["provisional"].astype(str).str.lower().isin(["true", "1"]) \
+        if "provisional" in claims else pd.Series(False, index=claims.index)
     return {
         "claims": rows,
+        "n_provisional": int(provisional.sum()),
+        "n_mixed": int((claims["verdict"] == MIXED).sum()),
         "grouped": [g for g in grouped if g["groups"]],
         "tally": ", ".join(f"{int(tally[v])} {latex(v)}" for v in VERDICT_ORDER if v in tally),
         "comparisons": [
@@ -187,10 +234,11 @@ def verdicts_context(
                 "group": latex(group_label(r)),
                 "numerator": latex(side_label(r, "numerator")),
                 "denominator": latex(side_label(r, "denominator")),
-                "block": latex(fmt.block(r["device"], r["threads"])) if several else "",
+                "block": latex(block_text(r, several)),
                 "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
                 "processes": int(r["n_processes"]),
-                "verdict": latex(r["verdict"]),
+                "basis": latex(basis_text(r)),
+                "verdict": latex(verdict_text(r)),
                 "waited": WAIT_MARK if waited(r, waiting) else "",
             }
             for _, r in measured.iterrows()
@@ -211,7 +259,9 @@ def statistics_context(env: dict) -> dict:
         "warmup_tolerance": fmt.percent(rules.get("warmup_tolerance"), tex=True),
         "n_ok": env.get("n_ok", "n/a"),
         "n_noisy": env.get("n_noisy", "n/a"),
-        "n_warmup_short": env.get("n_warmup_short", "n/a"),
+        "n_warmup_dropped": env.get("n_warmup_dropped", "n/a"),
+        "iterations_dropped": env.get("iterations_dropped", "n/a"),
+        "n_no_steady_state": env.get("n_no_steady_state", "n/a"),
     }
 
 

@@ -44,20 +44,38 @@ RAW_SCHEMA = pa.schema(
 )
 
 # Memory per cell, in the provenance metadata (per cell, not per row), bytes or None where
-# not measured.  The host's resident memory is read from Linux's /proc around the measured
-# phase (adbench.timing.ProcessMemory; warm-up and compilation excluded where the peak can
-# be reset); the device's from the framework, on cuda cells whose backend records it.
-# aggregate.py carries each into cells.parquet under the same name.
+# not measured.  Read around the measured phase (adbench.timing.ProcessMemory): its
+# baseline after what the previous step keeps was released and freed memory returned to the
+# system (malloc_trim(0), and the framework's own equivalent), so that warm-up's freed pages
+# do not hide a step; the host's resident memory from Linux's /proc, the C heap from glibc,
+# the bytes a step keeps by the reading its backend declares valid for the device
+# (adbench.backends.StepMemory); the device's from the framework, on cuda cells whose
+# backend records it.  aggregate.py carries each into cells.parquet under the same name.
+# Raw files written before a field existed read None for it (the example results have the
+# first five and the device fields; their baselines were read without malloc_trim).
 MEMORY_FIELDS = {
-    "rss_baseline_bytes": "resident memory (VmRSS) just before the first measured iteration",
+    "rss_baseline_bytes": "resident memory (VmRSS) just before the first measured iteration, "
+                          "after freed memory was returned to the system",
     "rss_peak_bytes": "peak resident memory (VmHWM) of the measured phase, reset at its start "
                       "(rss_peak_scope says where it could not be)",
-    "rss_after_step_bytes": "resident memory (VmRSS) still held once the last step returned",
+    "rss_after_step_bytes": "resident memory (VmRSS) still held once the last step returned, "
+                            "after freed memory was returned to the system",
+    "heap_baseline_bytes": "the C heap's bytes in use (glibc mallinfo2) at the baseline of "
+                           "rss_baseline_bytes",
     "heap_after_step_bytes": "the C heap's bytes in use (glibc mallinfo2) once the last step "
                              "returned: live objects only, where resident memory also counts "
                              "the freed pages the allocator keeps",
     "rss_peak_scope": "what rss_peak_bytes covers: the measured phase, or since process start "
                       "(and why) where the peak could not be reset",
+    "kept_by_step_reading": "what kept_by_step_bytes reads on the cell's device (the C heap's "
+                            "bytes in use, a framework allocator's), or 'not measurable on "
+                            "this device: why' where no reading is shown valid there",
+    "kept_baseline_bytes": "that reading at the start of the measured phase, after what the "
+                           "previous step keeps was released and freed memory returned",
+    "kept_by_step_bytes": "the bytes a step allocates and keeps past its return (a retained "
+                          "graph's saved tensors): the reading once the last step returned "
+                          "(freed memory returned again) less kept_baseline_bytes; None "
+                          "where not measurable",
     "peak_device_memory_bytes": "a cuda cell's peak memory allocated by the framework "
                                 "(gpu.peak_memory_scope says how and since when)",
     "peak_device_reserved_bytes": "a cuda cell's peak memory reserved by the framework's "

@@ -4,8 +4,17 @@ The study's tables report, per model and framework, "mean ± sd" twice: the mean
 of each trial's mean time, and the mean over trials of each trial's standard deviation, each
 with its spread over trials.  A trial here is one seed (one fresh process).  Beside them:
 median and interquartile range per cell (robust to the odd slow iteration), a noise measure
-(IQR / median), the warm-up the data show, and bootstrap replicates of every condition's
-mean for the intervals of the ratios (adbench.inference).
+(IQR / median), the warm-up the data show, and bootstrap replicates of every process's
+statistics, from which adbench.comparisons makes every interval the outputs print.
+
+A process is a cell measured on one machine (PROCESS_FIELDS: the cell's fields and the
+machine, machine_of): trees measured on different machines are analysed together, each
+machine its own stratum, never averaged with another (CONDITION_FIELDS holds the machine).
+
+Warm-up, by rule (`steady_rows`): the measured statistics start where the steady state the
+data show starts (steady_state_start) whenever that is later than the configured warm-up;
+the iterations dropped are counted per cell (warmup_dropped).  A cell whose steady state is
+never reached keeps its measured iterations and says so (no_steady_state).
 """
 
 from __future__ import annotations
@@ -14,18 +23,36 @@ import numpy as np
 import pandas as pd
 
 from adbench import inference
+from adbench.activation_memory import saved_activation_bytes
 from adbench.schema import QUANTITIES
-from adbench.spec import CELL_FIELDS
+from adbench.spec import CELL_FIELDS, TASKS
 
-# A cell summarised over its seeds: every cell field but the seed.
-CONDITION_FIELDS = tuple(f for f in CELL_FIELDS if f != "seed")
+# One process: a cell as measured on one machine.
+PROCESS_FIELDS = (*CELL_FIELDS, "machine")
+# A cell summarised over its seeds, on one machine: every process field but the seed.
+CONDITION_FIELDS = tuple(f for f in PROCESS_FIELDS if f != "seed")
+
+
+def machine_of(record: dict) -> str:
+    """What a process ran on, as its provenance records it: the CPU model, and a cuda cell's
+    GPU and driver.  One stratum of the analysis per machine."""
+    def given(key):  # None, NaN (a record read back from a frame) and "" are not given
+        value = record.get(key)
+        return None if value is None or pd.isna(value) or value == "" else value
+
+    cpu = given("cpu_model") or "unknown CPU"
+    if record.get("device") != "cuda":
+        return cpu
+    gpu = given("device_name") or "unknown GPU"
+    driver = given("gpu_driver")
+    return f"{gpu} (driver {driver}), {cpu}" if driver else f"{gpu}, {cpu}"
 
 
 def rows_of_ok_cells(iterations: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     """The rows the statistics use: a timed-out cell keeps its iterations in the raw data,
     but a partial run never enters a mean."""
-    ok = cells.loc[cells["status"] == "ok", list(CELL_FIELDS)]
-    keep = pd.MultiIndex.from_frame(iterations[list(CELL_FIELDS)]).isin(
+    ok = cells.loc[cells["status"] == "ok", list(PROCESS_FIELDS)]
+    keep = pd.MultiIndex.from_frame(iterations[list(PROCESS_FIELDS)]).isin(
         pd.MultiIndex.from_frame(ok))
     return iterations[keep]
 
@@ -34,10 +61,10 @@ def trial_stats(iterations: pd.DataFrame) -> pd.DataFrame:
     """Per cell and quantity: statistics of the measured iterations (warm-up excluded)."""
     measured = iterations[iterations["phase"] == "measured"]
     long = measured.melt(
-        id_vars=list(CELL_FIELDS), value_vars=list(QUANTITIES),
+        id_vars=list(PROCESS_FIELDS), value_vars=list(QUANTITIES),
         var_name="quantity", value_name="seconds",
     ).dropna(subset=["seconds"])
-    grouped = long.groupby(list(CELL_FIELDS) + ["quantity"], observed=True)["seconds"]
+    grouped = long.groupby(list(PROCESS_FIELDS) + ["quantity"], observed=True)["seconds"]
     out = grouped.agg(
         n="count", mean="mean", std="std", median="median", min="min",
         q25=lambda s: s.quantile(0.25), q75=lambda s: s.quantile(0.75),
@@ -47,13 +74,14 @@ def trial_stats(iterations: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def first_iteration_stats(iterations: pd.DataFrame) -> pd.DataFrame:
-    """Per cell: the first iteration's step time and its ratio to the steady-state median."""
-    steps = iterations.sort_values("iteration").groupby(list(CELL_FIELDS), observed=True)
+def first_iteration_stats(iterations: pd.DataFrame, steady: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: the first iteration's step time (of every row) and its ratio to the
+    steady-state median (of the counted rows: steady_rows)."""
+    steps = iterations.sort_values("iteration").groupby(list(PROCESS_FIELDS), observed=True)
     first = steps["step_s"].first().rename("first_step_s")
     steady = (
-        iterations[iterations["phase"] == "measured"]
-        .groupby(list(CELL_FIELDS), observed=True)["step_s"].median().rename("median_step_s")
+        steady.groupby(list(PROCESS_FIELDS), observed=True)["step_s"].median()
+        .rename("median_step_s")
     )
     out = pd.concat([first, steady], axis=1).reset_index()
     out["first_over_median"] = out["first_step_s"] / out["median_step_s"]
@@ -74,10 +102,10 @@ def sequence_epochs(iterations: pd.DataFrame) -> pd.DataFrame:
     time the tracing iterations took beyond it; n_traces and retrace_s are NaN where the
     mode exposes no counter."""
     if "sequence_length" not in iterations:
-        return pd.DataFrame(columns=[*CELL_FIELDS, *SEQUENCE_COLUMNS])
+        return pd.DataFrame(columns=[*PROCESS_FIELDS, *SEQUENCE_COLUMNS])
     rows = []
     sequences = iterations[iterations["sequence_length"].notna()].sort_values("iteration")
-    for cell, group in sequences.groupby(list(CELL_FIELDS), observed=True):
+    for cell, group in sequences.groupby(list(PROCESS_FIELDS), observed=True):
         measured = group[group["phase"] == "measured"]
         if measured.empty:
             continue
@@ -86,7 +114,7 @@ def sequence_epochs(iterations: pd.DataFrame) -> pd.DataFrame:
         new = (traces.diff().fillna(traces) > 0)[measured.index] if counted else \
             pd.Series(False, index=measured.index)
         steady = measured.loc[~new, "step_s"].median()
-        rows.append({**dict(zip(CELL_FIELDS, cell)),
+        rows.append({**dict(zip(PROCESS_FIELDS, cell)),
                      EPOCH: measured["step_s"].sum(),
                      "epoch_steps": int(len(measured)),
                      "epoch_mean_length": measured["sequence_length"].mean(),
@@ -94,19 +122,19 @@ def sequence_epochs(iterations: pd.DataFrame) -> pd.DataFrame:
                      "n_traces": int(new.sum()) if counted else np.nan,
                      "retrace_s": (measured.loc[new, "step_s"] - steady).clip(lower=0).sum()
                      if counted else np.nan})
-    return pd.DataFrame(rows, columns=[*CELL_FIELDS, *SEQUENCE_COLUMNS])
+    return pd.DataFrame(rows, columns=[*PROCESS_FIELDS, *SEQUENCE_COLUMNS])
 
 
 def with_sequence_epochs(cells: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
     """cells + SEQUENCE_COLUMNS (NaN for fixed-shape cells)."""
-    return cells.merge(epochs, on=list(CELL_FIELDS), how="left")
+    return cells.merge(epochs, on=list(PROCESS_FIELDS), how="left")
 
 
 def with_time_to_first_step(cells: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame:
     """cells + time_to_first_step_s: the ahead-of-time compile (trace, pytensor.function; 0
     for modes that compile lazily) plus the first timed iteration, which pays any lazy
     compilation (tf.function, jax.jit, torch.compile) and first-call costs."""
-    keys = list(CELL_FIELDS)
+    keys = list(PROCESS_FIELDS)
     out = cells.merge(first[keys + ["first_step_s"]], on=keys, how="left")
     # No column when no cell got as far as compiling (a run whose every cell failed).
     compile_s = out["phase_compile_s"] if "phase_compile_s" in out else pd.Series(
@@ -131,34 +159,14 @@ def across_seeds(trials: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
-# Eager -> compiled speed-ups: like for like (whole step, backward pass where the compiled
-# mode times one) and the study's construction (its Table 2: eager backward / compiled step).
+# Eager -> compiled speed-ups (adbench.comparisons makes them): like for like (whole step,
+# backward pass where the compiled mode times one) and the study's construction (its Table 2:
+# eager backward / compiled step), as (eager quantity, compiled quantity).
 IMPROVEMENTS = {
     "improvement": ("step_s", "step_s"),
     "improvement_backward": ("backward_s", "backward_s"),
     "improvement_study_style": ("backward_s", "step_s"),
 }
-
-
-def improvements(summary: pd.DataFrame, eager_mode: str, compiled_mode: str,
-                 framework: str) -> pd.DataFrame:
-    """Eager→compiled speed-ups (IMPROVEMENTS: eager quantity / compiled quantity) for one
-    framework, per condition."""
-    keys = [f for f in CONDITION_FIELDS if f not in ("framework", "mode")]
-    mine = summary[summary["framework"] == framework]
-
-    def mean_of(mode, quantity):
-        rows = mine[(mine["mode"] == mode) & (mine["quantity"] == quantity)]
-        return rows.set_index(keys)["mean_s"]
-
-    out = pd.DataFrame({
-        name: mean_of(eager_mode, eager) / mean_of(compiled_mode, compiled)
-        for name, (eager, compiled) in IMPROVEMENTS.items()
-    }).dropna(how="all")
-    out = out.reset_index()
-    out["framework"] = framework
-    out["mode"] = compiled_mode
-    return out
 
 
 # ----------------------------------------------------------------------------- warm-up
@@ -187,25 +195,49 @@ def steady_state_start(times: np.ndarray, window: int, tolerance: float) -> int 
 
 def warmup_of_cells(iterations: pd.DataFrame, window: int, tolerance: float) -> pd.DataFrame:
     """Per cell: the warm-up its step times show (warm-up and measured rows in order)."""
-    keys = list(CELL_FIELDS)
+    keys = list(PROCESS_FIELDS)
     ordered = iterations.sort_values("iteration")
     found = ordered.groupby(keys, observed=True)["step_s"].apply(
         lambda s: steady_state_start(s.to_numpy(), window, tolerance))
     return found.rename("warmup_detected").reset_index()
 
 
-def with_warmup_and_noise(cells: pd.DataFrame, warmup: pd.DataFrame, trials: pd.DataFrame,
-                          noise_threshold: float) -> pd.DataFrame:
-    """cells + warmup_detected, warmup_short (the configured warm-up is shorter than what the
-    data show: measured rows include warm-up), noise (the step's IQR / median) and noisy."""
-    keys = list(CELL_FIELDS)
-    step_noise = trials.loc[trials["quantity"] == "step_s", keys + ["noise"]]
-    out = cells.merge(warmup, on=keys, how="left").merge(step_noise, on=keys, how="left")
+def with_warmup(cells: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
+    """cells + warmup_detected (warmup_of_cells), warmup_dropped (the measured iterations
+    before the detected steady state: not in any statistic, steady_rows) and no_steady_state
+    (no window reached the steady level: every measured iteration kept).  A variable-length
+    task's iterations vary by design (its batches' lengths, its retraces): no steady level to
+    detect, nothing dropped."""
+    out = cells.merge(warmup, on=list(PROCESS_FIELDS), how="left")
     detected = pd.to_numeric(out["warmup_detected"], errors="coerce")
-    configured = pd.to_numeric(out["warmup"], errors="coerce")
-    ran = out["status"] == "ok"
-    out["warmup_short"] = ran & (detected.isna() | (detected > configured))
-    out["noisy"] = ran & (out["noise"] > noise_threshold)
+    configured = pd.to_numeric(out["warmup"], errors="coerce").fillna(0)
+    fixed_shape = ~out["task"].map(lambda t: TASKS[t].sequence is not None)
+    ran = (out["status"] == "ok") & fixed_shape
+    out["warmup_dropped"] = ((detected - configured).clip(lower=0).where(ran, 0)
+                             .fillna(0).astype(int))
+    out["no_steady_state"] = ran & detected.isna()
+    return out
+
+
+def steady_rows(iterations: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """The measured rows every statistic uses: each cell's from its configured warm-up plus
+    its warmup_dropped on (with_warmup)."""
+    keys = list(PROCESS_FIELDS)
+    first = cells[keys + ["warmup", "warmup_dropped"]].copy()
+    first["first_counted"] = (pd.to_numeric(first["warmup"], errors="coerce").fillna(0)
+                              + first["warmup_dropped"])
+    rows = iterations.merge(first[keys + ["first_counted"]], on=keys, how="left")
+    counted = (rows["phase"] == "measured") & (rows["iteration"] >= rows["first_counted"])
+    return iterations[counted.to_numpy()]
+
+
+def with_noise(cells: pd.DataFrame, trials: pd.DataFrame,
+               noise_threshold: float) -> pd.DataFrame:
+    """cells + noise (the step's IQR / median over its counted iterations) and noisy."""
+    keys = list(PROCESS_FIELDS)
+    step_noise = trials.loc[trials["quantity"] == "step_s", keys + ["noise"]]
+    out = cells.merge(step_noise, on=keys, how="left")
+    out["noisy"] = (out["status"] == "ok") & (out["noise"] > noise_threshold)
     return out
 
 
@@ -213,7 +245,7 @@ def with_warmup_and_noise(cells: pd.DataFrame, warmup: pd.DataFrame, trials: pd.
 # Not a timed quantity: a process's time to its first step (compile included) over its
 # steady-state step, the study's "initial execution time" (claims.first_step_only_compiled).
 FIRST_OVER_STEADY = "first_step_over_steady"
-BOOTSTRAP_COLUMNS = [*CELL_FIELDS, "quantity", "statistic", "point", "replicates"]
+BOOTSTRAP_COLUMNS = [*PROCESS_FIELDS, "quantity", "statistic", "point", "replicates"]
 
 
 def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 0,
@@ -221,9 +253,9 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
     """Per process (cell), quantity and statistic (inference.STATISTICS): the statistic of its
     measured iterations and `replicates` draws of it from its iterations resampled.  With
     `cells` (the cells table, time_to_first_step_s added) also FIRST_OVER_STEADY and the
-    per-process readings (PER_PROCESS: the memory held after a step, a variable-length epoch)."""
+    per-process readings (PER_PROCESS: the bytes a step keeps, a variable-length epoch)."""
     measured = iterations[iterations["phase"] == "measured"]
-    keys = list(CELL_FIELDS)
+    keys = list(PROCESS_FIELDS)
     first = ({} if cells is None else
              cells.set_index(keys)["time_to_first_step_s"].dropna().to_dict())
     rows = []
@@ -251,42 +283,50 @@ def bootstrap_replicates(iterations: pd.DataFrame, replicates: int, seed: int = 
     return pd.DataFrame(rows, columns=BOOTSTRAP_COLUMNS)
 
 
-# The memory a process reads once that a claim compares (claims.graph_freed): the memory
-# still held once a step returned, where the step keeps its graph: the C heap's bytes in use
-# on the CPU (resident memory cannot tell: the allocator keeps freed pages resident), the
-# framework's allocated device memory on a GPU (schema.MEMORY_FIELDS; a GPU step's host
-# memory says nothing of the graph it keeps on the device).
-HELD_AFTER_STEP = "held_after_step_bytes"
-HELD_AFTER_STEP_FIELD = {"cpu": "heap_after_step_bytes", "cuda": "device_after_step_bytes"}
+# The bytes a step keeps past its return (claims.graph_freed), read once per process as its
+# backend declares valid for its device (schema.MEMORY_FIELDS' field of the same name: the
+# C heap on the CPU, the framework's allocated bytes on a GPU; None where not measurable),
+# and the same over the bytes its saved activations should take (adbench.activation_memory,
+# from the spec's shapes at the cell's batch; NaN where no expectation is stated).
+KEPT_BY_STEP = "kept_by_step_bytes"
+KEPT_OVER_SAVED = "kept_over_saved_activations"
 # What a cuda process holds on its GPU once a step returned, pool and context (nvidia-smi;
 # claims.memory_grab): schema.MEMORY_FIELDS' field of the same name.
 DEVICE_PROCESS = "device_process_bytes"
 # The quantities a claim compares that a process reads once (memory_rows).
-PER_PROCESS = (HELD_AFTER_STEP, EPOCH, DEVICE_PROCESS)
+PER_PROCESS = (KEPT_BY_STEP, KEPT_OVER_SAVED, EPOCH, DEVICE_PROCESS)
 
 
-def held_after_step(cells: pd.DataFrame) -> pd.Series:
-    """Each cell's HELD_AFTER_STEP, from its device's field (NaN where not recorded)."""
-    held = pd.Series(np.nan, index=cells.index)
-    for device, field in HELD_AFTER_STEP_FIELD.items():
-        if field in cells:
-            mine = cells["device"] == device
-            held[mine] = pd.to_numeric(cells.loc[mine, field], errors="coerce")
-    return held
+def saved_activations(cells: pd.DataFrame) -> pd.Series:
+    """Each cell's saved activations' expected bytes at its batch (adbench.activation_memory;
+    NaN where no expectation is stated, or the cell records no batch)."""
+    batch = cells.get("batch_size", pd.Series(np.nan, index=cells.index))
+    found = [saved_activation_bytes(m, int(b)) if pd.notna(b) else None
+             for m, b in zip(cells["model"], batch)]
+    return pd.Series([np.nan if f is None else float(f) for f in found], index=cells.index,
+                     dtype=float)
+
+
+def kept_over_saved(cells: pd.DataFrame) -> pd.Series:
+    """Each cell's KEPT_BY_STEP over its saved activations' expected bytes (NaN where either
+    is missing: not measurable, or no expectation stated)."""
+    kept = cells.get(KEPT_BY_STEP, pd.Series(np.nan, index=cells.index))
+    return pd.to_numeric(kept, errors="coerce") / saved_activations(cells)
 
 
 def memory_rows(cells: pd.DataFrame, replicates: int) -> list[dict]:
-    """The quantities read once per process (the memory held after a step, a variable-length
+    """The quantities read once per process (the bytes a step keeps, a variable-length
     epoch), so a reading's replicates are that reading repeated: the spread of a condition's
     comes from resampling its processes (inference.over_processes)."""
     rows = []
-    held = cells.assign(**{HELD_AFTER_STEP: held_after_step(cells)})
-    for quantity in (q for q in PER_PROCESS if q in held):
-        ok = held[(held["status"] == "ok") & held[quantity].notna()]
+    read = cells.assign(**{KEPT_OVER_SAVED: kept_over_saved(cells)})
+    for quantity in (q for q in PER_PROCESS if q in read):
+        ok = read[(read["status"] == "ok") & pd.to_numeric(read[quantity],
+                                                           errors="coerce").notna()]
         for record in ok.to_dict("records"):
             value = float(record[quantity])
             for statistic in inference.STATISTICS:
-                rows.append({**{k: record[k] for k in CELL_FIELDS}, "quantity": quantity,
+                rows.append({**{k: record[k] for k in PROCESS_FIELDS}, "quantity": quantity,
                              "statistic": statistic, "point": value,
                              "replicates": np.full(replicates, value, np.float32)})
     return rows
@@ -294,8 +334,8 @@ def memory_rows(cells: pd.DataFrame, replicates: int) -> list[dict]:
 
 class Replicates(dict):
     """Condition key (*CONDITION_FIELDS, quantity) -> (point, replicates) of the condition's
-    mean over its processes, processes and iterations resampled; `ratio` pairs two conditions
-    by seed.  `processes[key]`: {seed: (point, replicates)} of each process."""
+    mean over its processes, processes and iterations resampled (adbench.comparisons pairs
+    two of them by seed).  `processes[key]`: {seed: (point, replicates)} of each process."""
 
     def __init__(self, processes: dict[tuple, dict[int, inference.Replicated]]):
         super().__init__({
@@ -303,15 +343,6 @@ class Replicates(dict):
                                                 "/".join(map(str, key)))
             for key, by_seed in processes.items()})
         self.processes = processes
-
-    def ratio(self, numerator: tuple, denominator: tuple,
-              confidence: float) -> inference.Interval | None:
-        """numerator / denominator over the seeds both ran; None when either is missing."""
-        if numerator not in self.processes or denominator not in self.processes:
-            return None
-        return inference.paired_ratio(
-            self.processes[numerator], self.processes[denominator], confidence,
-            key="/".join(map(str, numerator + denominator)))
 
 
 def replicates_by_condition(bootstrap: pd.DataFrame, statistic: str = "mean") -> Replicates:

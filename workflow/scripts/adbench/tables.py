@@ -19,15 +19,19 @@ Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
                     compile + first iteration), mean over seeds and its sd
     task_ratio      tables of exactly two tasks, on the second task's rows: its mean over the
                     same condition's mean on the first task (H0: loss_jacobian / backward)
-    Every ratio is of means over the seeds both sides ran (paired by seed), with
-    <ratio>_low, <ratio>_high   its bootstrap interval (confidence from the config's
-                    statistics), seeds and iterations resampled hierarchically, and
-    <ratio>_n       the processes (seeds) behind it
+    Every ratio is the comparisons product's (adbench.comparisons): of means over the seeds
+    both sides ran (paired by seed), with
+    <ratio>_low, <ratio>_high   its interval, <ratio>_basis what it resamples (processes,
+                    or the iterations of one process: then it is no conclusion), and
+    <ratio>_n       the processes (seeds) per side behind it,
+    <ratio>_numerator_s, <ratio>_denominator_s   each side's mean over those seeds, in the
+                    table's unit: the operands the ratio was computed from
     median, iqr     median over seeds of each seed's median, and of its IQR
-    n_noisy, n_warmup_short   seeds whose step IQR / median is above the noise threshold,
-                    and seeds whose data show a longer warm-up than configured
+    n_noisy         seeds whose step IQR / median is above the noise threshold
+    warmup_dropped  measured iterations dropped by the warm-up rule (stats.steady_rows), over
+                    the condition's seeds; n_no_steady_state: seeds that never settled
     status, note    ok | partial | n/a, and why (a cell that is not ok is never dropped)
-    flags           what the reader should know of an ok condition (noisy, warm-up short)
+    flags           what the reader should know of an ok condition (noisy, no steady state)
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import math
 
 import pandas as pd
 
+from adbench import comparisons as cmp
 from adbench import formatting as fmt
 from adbench import stats
 from adbench.report_spec import (
@@ -51,6 +56,11 @@ from adbench.spec import FRAMEWORKS, MODELS, TASKS, eager_mode_of, timed_quantit
 
 STATISTICS = ("mean", "mean_sd", "std", "std_sd", "median", "iqr")
 RATIOS = (*stats.IMPROVEMENTS, "task_ratio")
+# A table's blocks: its rows on one machine, device and thread count (each a column of the
+# Markdown where the table has several).
+BLOCK_COLUMNS = ("machine", "device", "threads")
+# Each ratio's columns beside it (ratio_columns): interval, processes, operands.
+RATIO_ENDS = ("_low", "_high", "_n", "_numerator_s", "_denominator_s")
 TIDY_COLUMNS = [
     "table",
     "model",
@@ -65,6 +75,7 @@ TIDY_COLUMNS = [
     "compiled",
     "quantity",
     "unit",
+    "machine",
     "device",
     "threads",
     "n_seeds",
@@ -72,9 +83,10 @@ TIDY_COLUMNS = [
     *STATISTICS,
     "first_step",
     "first_step_sd",
-    *(f"{r}{end}" for r in RATIOS for end in ("", "_low", "_high", "_n")),
+    *(f"{r}{end}" for r in RATIOS for end in ("", *RATIO_ENDS, "_basis")),
     "n_noisy",
-    "n_warmup_short",
+    "warmup_dropped",
+    "n_no_steady_state",
     "status",
     "note",
     "flags",
@@ -180,32 +192,55 @@ def reason(cell: pd.Series) -> str:
 
 
 # ----------------------------------------------------------------------------- derived numbers
-def improvement_columns(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame:
-    """Eager -> compiled speed-ups of every compiled mode the table shows, per condition."""
-    keys = list(stats.CONDITION_FIELDS)
-    gains = [
-        stats.improvements(summary, eager_mode_of(f), m, f)
-        for f, m in table_modes(table)
-        if FRAMEWORKS[f].modes[m].compiled and eager_mode_of(f)
-    ]
-    gains = [g for g in gains if not g.empty]
-    if not gains:
-        return pd.DataFrame(columns=keys + list(stats.IMPROVEMENTS))
-    return pd.concat(gains, ignore_index=True)[keys + list(stats.IMPROVEMENTS)]
-
-
-def task_ratio_column(table: TableInfo, summary: pd.DataFrame) -> pd.DataFrame:
-    """Second task's mean / first task's mean, per (model, framework, mode, device, threads)."""
-    keys = list(stats.CONDITION_FIELDS)
+def ratio_sides(table: TableInfo, r) -> dict[str, tuple[str, str, tuple, tuple]]:
+    """Per ratio a row of the table prints: its comparison's (kind, name, numerator,
+    denominator) in the comparisons product (adbench.comparisons), sides as (framework,
+    mode, model, task, quantity)."""
+    here = (r["framework"], r["mode"], r["model"], r["task"])
+    sides = {}
+    eager = eager_mode_of(r["framework"])
+    if table.improvement and FRAMEWORKS[r["framework"]].modes[r["mode"]].compiled and eager:
+        for name, (eager_quantity, quantity) in stats.IMPROVEMENTS.items():
+            sides[name] = ("improvement", name, (r["framework"], eager, *here[2:], eager_quantity),
+                           (*here, quantity))
     tasks = ratio_tasks(table)
-    if tasks is None:
-        return pd.DataFrame(columns=keys + ["task_ratio"])
-    same = [k for k in keys if k != "task"]
-    numbers = summary[summary["quantity"] == table.quantity]
-    first, second = (numbers[numbers["task"] == t].set_index(same)["mean_s"] for t in tasks)
-    ratio = (second / first).dropna().rename("task_ratio").reset_index()
-    ratio["task"] = tasks[1]
-    return ratio[keys + ["task_ratio"]]
+    if tasks and r["task"] == tasks[1]:
+        sides["task_ratio"] = ("task_ratio", f"{tasks[1]}/{tasks[0]}",
+                               (*here, table.quantity), (*here[:3], tasks[0], table.quantity))
+    return sides
+
+
+def comparison_index(made: pd.DataFrame | None) -> dict[tuple, dict]:
+    """The comparisons product's rows (level "comparison") by (kind, name, machine, device,
+    threads, numerator side, denominator side)."""
+    if made is None or made.empty:
+        return {}
+    rows = made[made["level"] == "comparison"].to_dict("records")
+    side = lambda r, end: tuple(r[f"{end}_{f}"] for f in cmp.SIDE_FIELDS)  # noqa: E731
+    return {(r["kind"], r["name"], *(r[f] for f in cmp.BLOCK_FIELDS), side(r, "numerator"),
+             side(r, "denominator")): r for r in rows}
+
+
+def ratio_columns(tidy: pd.DataFrame, table: TableInfo,
+                  made: pd.DataFrame | None) -> pd.DataFrame:
+    """Every ratio of every row, as the comparisons product made it (paired by seed, the
+    study's statistic, the mean): <ratio>, _low, _high, _n (processes per side), _basis,
+    and the operands it was computed from (_numerator_s, _denominator_s: each side's mean over
+    the paired seeds, so that a ratio is never printed beside operands of other seeds)."""
+    index = comparison_index(made)
+    for name in RATIOS:
+        tidy[[name, *(f"{name}{end}" for end in RATIO_ENDS)]] = math.nan
+        tidy[f"{name}_basis"] = ""
+    for i, r in tidy.iterrows():
+        block = tuple(r[f] for f in cmp.BLOCK_FIELDS)
+        for name, (kind, which, numerator, denominator) in ratio_sides(table, r).items():
+            found = index.get((kind, which, *block, numerator, denominator))
+            if found is not None:
+                tidy.loc[i, [name, *(f"{name}{end}" for end in RATIO_ENDS)]] = (
+                    found["ratio"], found["low"], found["high"], found["n_processes"],
+                    found["numerator_point"], found["denominator_point"])
+                tidy.loc[i, f"{name}_basis"] = found["basis"]
+    return tidy
 
 
 def first_step_columns(mine: pd.DataFrame) -> pd.DataFrame:
@@ -218,49 +253,11 @@ def first_step_columns(mine: pd.DataFrame) -> pd.DataFrame:
     return grouped.agg(first_step_s="mean", first_step_sd_s="std").reset_index()
 
 
-def ratio_sides(table: TableInfo, r) -> dict[str, tuple[tuple, tuple]]:
-    """Per ratio a row of the table prints: its (numerator, denominator) condition keys."""
-    keys = list(stats.CONDITION_FIELDS)
-    here = {k: r[k] for k in keys}
-    key = lambda quantity, **changes: (
-        *({**here, **changes}[k] for k in keys),
-        quantity,
-    )  # noqa: E731
-    sides = {}
-    eager = eager_mode_of(r["framework"])
-    if table.improvement and FRAMEWORKS[r["framework"]].modes[r["mode"]].compiled and eager:
-        for name, (eager_quantity, quantity) in stats.IMPROVEMENTS.items():
-            sides[name] = (key(eager_quantity, mode=eager), key(quantity))
-    tasks = ratio_tasks(table)
-    if tasks and r["task"] == tasks[1]:
-        sides["task_ratio"] = (key(table.quantity), key(table.quantity, task=tasks[0]))
-    return sides
-
-
-def interval_columns(
-    tidy: pd.DataFrame, table: TableInfo, bootstrap: pd.DataFrame | None, confidence: float
-) -> pd.DataFrame:
-    """Every ratio of every row paired by seed (its point replaced by the ratio of means
-    over the seeds both sides ran), with <ratio>_low/_high/_n, from the processes' replicates
-    (the study's statistic, the mean)."""
-    for name in RATIOS:
-        tidy[[f"{name}_low", f"{name}_high", f"{name}_n"]] = math.nan
-    if bootstrap is None or bootstrap.empty or tidy.empty:
-        return tidy
-    found = stats.replicates_by_condition(bootstrap, "mean")
-    for index, r in tidy.iterrows():
-        for name, (numerator, denominator) in ratio_sides(table, r).items():
-            interval = found.ratio(numerator, denominator, confidence)
-            if interval is not None and interval.n_processes:
-                tidy.loc[index, [name, f"{name}_low", f"{name}_high", f"{name}_n"]] = (
-                    interval.point, interval.low, interval.high, interval.n_processes)
-    return tidy
-
-
 def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFrame:
-    """Per condition: seeds flagged noisy or with a warm-up longer than configured, in words."""
+    """Per condition: seeds flagged noisy, warm-up iterations dropped by the rule
+    (stats.steady_rows) and seeds whose steady state was never reached, in words."""
     keys = list(stats.CONDITION_FIELDS)
-    columns = keys + ["n_noisy", "n_warmup_short", "flags"]
+    columns = keys + ["n_noisy", "warmup_dropped", "n_no_steady_state", "flags"]
     if "noisy" not in mine or mine.empty:  # cells aggregated before the flags existed
         return pd.DataFrame(columns=columns)
     ok = mine[mine["status"] == "ok"]
@@ -268,7 +265,8 @@ def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFr
         ok.groupby(keys, observed=True)
         .agg(
             n_noisy=("noisy", "sum"),
-            n_warmup_short=("warmup_short", "sum"),
+            warmup_dropped=("warmup_dropped", "sum"),
+            n_no_steady_state=("no_steady_state", "sum"),
             n_ok=("status", "size"),
         )
         .reset_index()
@@ -279,11 +277,9 @@ def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFr
         said = []
         if r.n_noisy:
             said.append(f"noisy in {r.n_noisy} of {r.n_ok} seeds (step IQR / median{above})")
-        if r.n_warmup_short:
-            said.append(
-                f"warm-up longer than configured in {r.n_warmup_short} of {r.n_ok} "
-                "seeds (measured iterations include it)"
-            )
+        if r.n_no_steady_state:
+            said.append(f"no steady state found in {r.n_no_steady_state} of {r.n_ok} seeds "
+                        "(every measured iteration kept)")
         return "; ".join(said)
 
     counts["flags"] = [words(r) for r in counts.itertuples()]
@@ -308,7 +304,8 @@ def add_labels(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
 def sort_rows(tidy: pd.DataFrame) -> pd.DataFrame:
     tidy = tidy.assign(pair=list(zip(tidy["framework"], tidy["mode"])))
     tidy = tidy.sort_values(
-        ["device", "threads", "model", "task", "pair"], key=spec_order, kind="stable"
+        ["machine", "device", "threads", "model", "task", "pair"], key=spec_order,
+        kind="stable"
     )
     return tidy.drop(columns="pair").reset_index(drop=True)
 
@@ -317,37 +314,31 @@ def tidy_table(
     table: TableInfo,
     summary: pd.DataFrame,
     cells: pd.DataFrame,
-    bootstrap: pd.DataFrame | None = None,
-    confidence: float = 0.95,
+    comparisons: pd.DataFrame | None = None,
     noise_threshold: float | None = None,
 ) -> pd.DataFrame:
     """One row per condition of the table, n/a rows included; numbers in the table's unit;
-    every ratio with its bootstrap interval when `bootstrap` (aggregate's replicates) is given."""
+    every ratio as the comparisons product made it (none without it)."""
     mine = table_cells(table, cells)
     if mine.empty:  # e.g. a config without this table's models: empty, not a crash
         return pd.DataFrame(columns=TIDY_COLUMNS)
     keys = list(stats.CONDITION_FIELDS)
     numbers = summary[summary["quantity"] == table.quantity].drop(columns="quantity")
     tidy = condition_status(mine).merge(numbers, on=keys, how="left")
-    improvement = (
-        improvement_columns(table, summary)
-        if table.improvement
-        else pd.DataFrame(columns=keys + list(stats.IMPROVEMENTS))
-    )
-    tidy = tidy.merge(improvement, on=keys, how="left")
-    tidy = tidy.merge(task_ratio_column(table, summary), on=keys, how="left")
     tidy = tidy.merge(first_step_columns(mine), on=keys, how="left")
     tidy = tidy.merge(flag_columns(mine, noise_threshold), on=keys, how="left")
     tidy["flags"] = tidy["flags"].fillna("")
-    tidy[["n_noisy", "n_warmup_short"]] = tidy[["n_noisy", "n_warmup_short"]].fillna(0)
+    counted = ["n_noisy", "warmup_dropped", "n_no_steady_state"]
+    tidy[counted] = tidy[counted].fillna(0)
     for name in STATISTICS + ("first_step", "first_step_sd"):
         tidy[name] = pd.to_numeric(tidy[f"{name}_s"], errors="coerce") * fmt.unit_scale(table.unit)
     if not table.first_step:
         tidy[["first_step", "first_step_sd"]] = math.nan
     tidy = add_labels(tidy, table)
+    tidy = ratio_columns(tidy, table, comparisons)
     for name in RATIOS:
-        tidy[name] = pd.to_numeric(tidy[name], errors="coerce")
-    tidy = interval_columns(tidy, table, bootstrap, confidence)
+        for end in ("_numerator_s", "_denominator_s"):
+            tidy[f"{name}{end}"] = tidy[f"{name}{end}"] * fmt.unit_scale(table.unit)
     return sort_rows(tidy)[TIDY_COLUMNS]
 
 
@@ -367,7 +358,7 @@ def wide_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
 def rows_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     """Rows: model x (framework, mode) (in device/threads blocks when several); columns: the
     tasks' means, then time to first step, improvement and task ratio where the table has them."""
-    index = [c for c in ("device", "threads") if tidy[c].nunique() > 1]
+    index = [c for c in BLOCK_COLUMNS if tidy[c].nunique() > 1]
     tasks = ratio_tasks(table)
     rows: dict[tuple, dict] = {}
     for _, r in tidy.iterrows():
@@ -396,7 +387,7 @@ def rows_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
 
 def columns_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     """Rows: model x task (in device/threads blocks when several); columns: mode x statistic."""
-    index = [c for c in ("device", "threads") if tidy[c].nunique() > 1]
+    index = [c for c in BLOCK_COLUMNS if tidy[c].nunique() > 1]
     tasks = ratio_tasks(table)
     rows: dict[tuple, dict] = {}
     for _, r in tidy.iterrows():
@@ -458,40 +449,57 @@ def write_table(table: TableInfo, tidy: pd.DataFrame, stem: str) -> None:
 
 
 # ----------------------------------------------------------------------------- memory
-# The memory a step needs (issue 26), one row per condition (a cell without its seed), the
-# medians over its ok processes of aggregate's cells.parquet memory fields
-# (schema.MEMORY_FIELDS), bytes:
+# The memory a step needs (issues 26 and 38), one row per condition (a cell without its
+# seed), the medians over its ok processes of aggregate's cells.parquet memory fields
+# (schema.MEMORY_FIELDS), bytes; every baseline is read after freed memory was returned to
+# the system (files before issue 38: without):
 #     peak_over_baseline_bytes   rss_peak_bytes - rss_baseline_bytes: what the measured phase
 #                                added at its peak over what the process held before it
 #     held_after_step_bytes      rss_after_step_bytes: resident once the last step returned
 #     held_over_baseline_bytes   rss_after_step_bytes - rss_baseline_bytes
-#     heap_after_step_bytes      the C heap's bytes in use once the last step returned (live
-#                                objects only: what graph_freed compares on the CPU)
+#     heap_after_step_bytes      the C heap's bytes in use once the last step returned
+#     kept_by_step_bytes         the bytes a step keeps past its return, read as its backend
+#                                declares valid for the device (NaN: not measurable there)
+#     saved_activations_bytes    the bytes its saved activations should take by the model's
+#                                shapes at the cell's batch (adbench.activation_memory; NaN
+#                                where no expectation is stated): what graph_freed sets a
+#                                retained graph's kept bytes against
+#     kept_over_saved            kept_by_step_bytes / saved_activations_bytes
 #     device_peak_allocated_bytes, device_peak_reserved_bytes, device_held_after_step_bytes
 #                                a cuda cell's, where recorded
 #     device_process_bytes       a cuda cell's GPU memory held by its process (nvidia-smi)
 #     n_processes                ok processes with a resident-memory record
 #     n_peak_from_start          of them, those whose peak could not be reset (it counts from
 #                                the process's start: peak_over_baseline_bytes is then larger)
-MEMORY_KEYS = ["device", "framework", "mode", "model", "task", "threads"]
+#     n_not_measurable           of them, those whose kept bytes are not measurable on the
+#                                device (kept_by_step_reading says why)
+MEMORY_KEYS = ["machine", "device", "framework", "mode", "model", "task", "threads"]
 MEMORY_COLUMNS = [
     *MEMORY_KEYS,
     "n_processes",
     "n_peak_from_start",
+    "n_not_measurable",
     "peak_over_baseline_bytes",
     "held_after_step_bytes",
     "held_over_baseline_bytes",
     "heap_after_step_bytes",
+    "kept_by_step_bytes",
+    "saved_activations_bytes",
+    "kept_over_saved",
     "device_peak_allocated_bytes",
     "device_peak_reserved_bytes",
     "device_held_after_step_bytes",
     "device_process_bytes",
 ]
+# Medians over processes (the n_ counts are sums): the byte columns and the ratio.
+MEMORY_MEDIANS = [c for c in MEMORY_COLUMNS if c.endswith("_bytes")] + ["kept_over_saved"]
 
 
 def memory_table(cells: pd.DataFrame) -> pd.DataFrame:
     """The tidy memory table (MEMORY_COLUMNS) of cells.parquet's ok cells; empty, with its
     header, where no cell recorded its memory (cells aggregated before it was measured)."""
+    from adbench.backends import NOT_MEASURABLE
+
     needed = {"rss_baseline_bytes", "rss_peak_bytes", "rss_after_step_bytes", "rss_peak_scope"}
     if not needed <= set(cells.columns):
         return pd.DataFrame(columns=MEMORY_COLUMNS)
@@ -502,18 +510,24 @@ def memory_table(cells: pd.DataFrame) -> pd.DataFrame:
     ok["held_after_step_bytes"] = ok["rss_after_step_bytes"]
     ok["held_over_baseline_bytes"] = ok["rss_after_step_bytes"] - ok["rss_baseline_bytes"]
     ok["from_start"] = ~ok["rss_peak_scope"].fillna("").str.startswith("measured phase")
+    reading = ok.get("kept_by_step_reading", pd.Series("", index=ok.index))
+    ok["not_measurable"] = reading.fillna("").str.startswith(NOT_MEASURABLE)
     for mine, theirs in (("heap_after_step_bytes", "heap_after_step_bytes"),
+                         ("kept_by_step_bytes", "kept_by_step_bytes"),
                          ("device_peak_allocated_bytes", "peak_device_memory_bytes"),
                          ("device_peak_reserved_bytes", "peak_device_reserved_bytes"),
                          ("device_held_after_step_bytes", "device_after_step_bytes"),
                          ("device_process_bytes", "device_process_bytes")):
         ok[mine] = pd.to_numeric(ok[theirs], errors="coerce") if theirs in ok else math.nan
-    medians = [c for c in MEMORY_COLUMNS if c.endswith("_bytes")]  # not the n_ counts
+    ok["saved_activations_bytes"] = stats.saved_activations(ok)
+    ok["kept_over_saved"] = ok["kept_by_step_bytes"] / ok["saved_activations_bytes"]
     grouped = ok.groupby(MEMORY_KEYS, sort=False)
-    table = grouped[medians].median().join(
-        grouped.agg(n_processes=("seed", "size"), n_peak_from_start=("from_start", "sum")))
+    table = grouped[MEMORY_MEDIANS].median().join(
+        grouped.agg(n_processes=("seed", "size"), n_peak_from_start=("from_start", "sum"),
+                    n_not_measurable=("not_measurable", "sum")))
     table = table.reset_index()
     table["pair"] = list(zip(table["framework"], table["mode"]))  # modes in spec order
-    table = table.sort_values(["device", "pair", "model", "task", "threads"], key=spec_order,
-                              kind="stable")
+    table = table.sort_values(["machine", "device", "pair", "model", "task", "threads"],
+                              key=spec_order, kind="stable")
     return table[MEMORY_COLUMNS].reset_index(drop=True)
+

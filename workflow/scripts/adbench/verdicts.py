@@ -1,16 +1,22 @@
-"""Verdicts on the seeds' claims (adbench.claims), computed from the data by one rule.
+"""Verdicts on the seeds' claims (adbench.claims), decided from the comparisons product
+(adbench.comparisons: every ratio, interval and replicate is made there, none here).
 
-Every comparison of a claim is evaluated in every (device, threads) block the run measured:
-the ratio of the two conditions' times (claims.VERDICT_STATISTIC, paired by seed), its
-bootstrap interval, the difference in microseconds, and what it says on its own (a
-description, never the rule).  A comparison whose cells the run lacks is "not measured";
-one with a single process per side is "one process": printed, never judged.
+Per comparison, what it says alone (descriptive, never the rule): inference.decide on its own
+evidence, or "one process" where a side has one process (printed, never judged).
 
-The verdicts (inference.decide against each claim's bound and margin, claims.MARGIN):
-- a group (the comparisons of one pair of (framework, mode) in one block): the geometric
-  mean of its judged comparisons with a between-comparison interval, Holm-corrected over
-  the claim's groups;
-- the claim: the geometric mean of all its judged comparisons, one test.
+Per group (one pair of (framework, mode) in one (machine, device, threads) block): the
+decision rule on the group's pooled ratio (the geometric mean of its judged comparisons, its
+interval resampling them as well), with the claim's groups Holm-corrected together; a group
+is judged by its comparisons' kind (a claim with "only" has groups of two kinds).
+
+Per claim, a rule over its groups that cannot hide disagreement: the verdict every judged
+group shares (supported only when every judged group supports it, contradicted only when
+every one contradicts it); "mixed" when they disagree, the groups on each side named in
+groups.csv; "one process" when no group could be judged, "not measured" when none was
+measured.  The claim's pooled ratio is printed as a summary and decides nothing.
+
+A verdict is provisional when it rests on fewer than PROVISIONAL_BELOW processes per side
+(a group's fewest; a claim's, its deciding groups' fewest): printed and counted so.
 """
 
 from __future__ import annotations
@@ -20,170 +26,161 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from adbench import inference, stats
-from adbench.claims import CLAIMS, VERDICT_STATISTIC, Claim, Comparison, Side
+from adbench import comparisons as cmp
+from adbench import inference
+from adbench.claims import CLAIMS, VERDICT_STATISTIC, Claim
 
 NOT_MEASURED = "not measured"
-DESCRIPTIVE = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
-               inference.INCONCLUSIVE, inference.ONE_PROCESS)
-SIDE_FIELDS = ("framework", "mode", "model", "task", "quantity")
+MIXED = "mixed"
+JUDGED = (inference.SUPPORTED, inference.CONTRADICTED, inference.EQUIVALENT,
+          inference.INCONCLUSIVE)
+DESCRIPTIVE = (*JUDGED, inference.ONE_PROCESS)
+# A verdict from fewer processes per side is provisional: with two, Student's t has one
+# degree of freedom and the interval says little about a third process.
+PROVISIONAL_BELOW = 3
+SIDE_FIELDS = cmp.SIDE_FIELDS
+BLOCK_FIELDS = list(cmp.BLOCK_FIELDS)
 GROUP_FIELDS = ["numerator_framework", "numerator_mode", "denominator_framework",
                 "denominator_mode"]
-ESTIMATE = ["ratio", "low", "high", "n_processes"]
+ESTIMATE = ["ratio", "low", "high", "n_processes", "basis"]
 COUNTS = [f"n_{v.replace(' ', '_')}" for v in DESCRIPTIVE] + ["n_not_measured"]
+DIFFERENCE = ["difference_us", "difference_low_us", "difference_high_us"]
 COMPARISON_COLUMNS = [
-    "claim", "device", "threads",
+    "claim", *BLOCK_FIELDS,
     *(f"{end}_{field}" for end in ("numerator", "denominator") for field in SIDE_FIELDS),
-    *ESTIMATE, "difference_us", "difference_low_us", "difference_high_us", "verdict",
+    "kind", "seeds", "numerator_point", "denominator_point", *ESTIMATE, *DIFFERENCE,
+    "verdict", "provisional",
 ]
-GROUP_COLUMNS = ["claim", "device", "threads", *GROUP_FIELDS, "n_planned", *COUNTS, *ESTIMATE,
-                 "difference_us", "difference_low_us", "difference_high_us", "verdict"]
-CLAIM_COLUMNS = ["claim", "kind", "test", "statistic", "margin", "bound", "n", "n_groups", *COUNTS,
-                 *ESTIMATE, "verdict"]
-MICRO = 1e6
+GROUP_COLUMNS = ["claim", *BLOCK_FIELDS, *GROUP_FIELDS, "kind", "n_planned", *COUNTS,
+                 *ESTIMATE, *DIFFERENCE, "verdict", "provisional"]
+CLAIM_COLUMNS = ["claim", "kind", "test", "statistic", "margin", "bound", "n", "n_groups",
+                 *COUNTS, *(f"n_groups_{v}" for v in JUDGED), *ESTIMATE,
+                 "verdict", "provisional"]
 
 
-def key_of(side: Side, device: str, threads: int) -> tuple:
-    """The side's key in stats.replicates_by_condition."""
-    return (side.framework, side.mode, side.model, side.task, device, threads, side.quantity)
+def evidence(claim: Claim, replicates, point: float) -> inference.Evidence:
+    interval = inference.Interval(point, np.nan, np.nan, np.asarray(replicates, dtype=float))
+    return inference.evidence(interval, claim.margin, claim.bound)
 
 
-def side_fields(comparison: Comparison) -> dict:
-    return {f"{end}_{field}": getattr(getattr(comparison, end), field)
-            for end in ("numerator", "denominator") for field in SIDE_FIELDS}
+def provisional(n_processes) -> bool:
+    return bool(n_processes) and int(n_processes) < PROVISIONAL_BELOW
 
 
-def compare(found: stats.Replicates, comparison: Comparison, device: str, threads: int,
-            confidence: float) -> tuple[inference.Interval, inference.Interval] | None:
-    """(ratio, difference) of one comparison in one block, paired by seed; None when a side
-    was not measured (or the sides share no seed)."""
-    numerator = found.processes.get(key_of(comparison.numerator, device, threads))
-    denominator = found.processes.get(key_of(comparison.denominator, device, threads))
-    if numerator is None or denominator is None:
-        return None
-    sides = inference.paired(numerator, denominator,
-                             "/".join(map(str, (*side_fields(comparison).values(), device,
-                                                threads))))
-    if sides is None:
-        return None
-    num, den, n = sides
-    # A difference in microseconds only of times (not of a ratio such as FIRST_OVER_STEADY).
-    timed = comparison.numerator.quantity.endswith("_s")
-    return (inference.ratio_interval(num, den, confidence, n),
-            inference.difference_interval(num, den, confidence, n) if timed
-            else inference.NO_INTERVAL)
+def group_of(r) -> tuple:
+    """A row's group as claims.Comparison.group names it (None for a bound's side)."""
+    return tuple(None if pd.isna(r[f]) else r[f] for f in GROUP_FIELDS)
 
 
-def evidence(claim: Claim, ratio: inference.Interval) -> inference.Evidence:
-    return inference.evidence(ratio, claim.margin, claim.bound)
+def block_of(r) -> tuple:
+    return tuple(r[f] for f in BLOCK_FIELDS)
 
 
-def own_verdict(claim: Claim, ratio: inference.Interval, confidence: float) -> str:
+def comparison_verdict(claim: Claim, r, confidence: float) -> str:
     """What one comparison says alone (unadjusted, descriptive)."""
-    if not ratio.judged:
+    if int(r["n_processes"]) < inference.MIN_PROCESSES:
         return inference.ONE_PROCESS
-    return inference.decide(claim.kind, evidence(claim, ratio), confidence)
+    found = evidence(claim, r["replicates"], r["ratio"])
+    return inference.decide(claim.kind_of(group_of(r)), found, confidence)
 
 
-def estimate(ratio: inference.Interval) -> dict:
-    return {"ratio": ratio.point, "low": ratio.low, "high": ratio.high,
-            "n_processes": ratio.n_processes}
-
-
-def difference(interval: inference.Interval | None) -> dict:
-    if interval is None:
-        interval = inference.NO_INTERVAL
-    return {"difference_us": interval.point * MICRO, "difference_low_us": interval.low * MICRO,
-            "difference_high_us": interval.high * MICRO}
-
-
-def counts(verdicts: Sequence[str]) -> dict:
-    return {f"n_{v.replace(' ', '_')}": list(verdicts).count(v) for v in (*DESCRIPTIVE,
-                                                                          NOT_MEASURED)}
-
-
-def comparison_rows(claim: Claim, found: stats.Replicates, blocks, confidence: float):
-    """A row per comparison and block, with its ratio and difference intervals (or not
-    measured), and the intervals themselves for pooling."""
+def comparison_rows(claim: Claim, made: pd.DataFrame, confidence: float) -> list[dict]:
     rows = []
-    groups = list(dict.fromkeys(c.group for c in claim.comparisons))
-    in_groups = sorted(claim.comparisons, key=lambda c: groups.index(c.group))
-    for device, threads in blocks:
-        for comparison in in_groups:
-            row = {"claim": claim.key, "device": device, "threads": threads,
-                   **side_fields(comparison)}
-            measured = compare(found, comparison, device, threads, confidence)
-            if measured is None:
-                rows.append({**row, **estimate(inference.NO_INTERVAL), **difference(None),
-                             "verdict": NOT_MEASURED, "_ratio": None, "_difference": None})
-                continue
-            ratio, diff = measured
-            rows.append({**row, **estimate(ratio), **difference(diff),
-                         "verdict": own_verdict(claim, ratio, confidence),
-                         "_ratio": ratio, "_difference": diff})
+    for _, r in made.iterrows():
+        verdict = comparison_verdict(claim, r, confidence)
+        rows.append({**{c: r[c] for c in COMPARISON_COLUMNS if c in r},
+                     "claim": claim.key, "kind": claim.kind_of(group_of(r)),
+                     "verdict": verdict,
+                     "provisional": verdict in JUDGED and provisional(r["n_processes"])})
     return rows
 
 
-def pool(rows: list[dict], confidence: float, key: str):
-    """(ratio, difference) pooled over rows' judged comparisons, or over every measured one
-    when none is judged (then only printed); verdict-bearing only in the first case."""
-    measured = [r for r in rows if r["_ratio"] is not None]
-    judged = [r for r in measured if r["_ratio"].judged]
-    use = judged or measured
-    ratio = inference.pooled([r["_ratio"] for r in use], confidence, key)
-    diff = inference.pooled_mean([r["_difference"] for r in use], confidence, key + "/us")
-    return ratio, diff, bool(judged)
+def counts(verdicts: Sequence[str], not_measured: int = 0) -> dict:
+    found = {f"n_{v.replace(' ', '_')}": list(verdicts).count(v) for v in DESCRIPTIVE}
+    return {**found, "n_not_measured": not_measured}
 
 
-def group_rows(claim: Claim, rows: list[dict], confidence: float) -> list[dict]:
-    """A row per group of the claim's comparisons (see the module), Holm over the groups."""
+def estimate(r) -> dict:
+    return {k: r[k] for k in ESTIMATE}
+
+
+def group_rows(claim: Claim, group_means: pd.DataFrame, compared: list[dict],
+               confidence: float) -> list[dict]:
+    """A row per group measured, its verdict Holm-corrected over the claim's judged groups."""
     out, tests = [], []
-    keys = ["device", "threads", *GROUP_FIELDS]
-    for values in dict.fromkeys(tuple(r[k] for k in keys) for r in rows):
-        mine = [r for r in rows if tuple(r[k] for k in keys) == values]
-        ratio, diff, judged = pool(mine, confidence, "/".join(map(str, (claim.key, *values))))
-        measured = any(r["_ratio"] is not None for r in mine)
-        out.append({"claim": claim.key, **dict(zip(keys, values)), "n_planned": len(mine),
-                    **counts([r["verdict"] for r in mine]), **estimate(ratio),
-                    **difference(diff if measured else None),
-                    "verdict": (NOT_MEASURED if not measured else
-                                inference.ONE_PROCESS if not judged else None)})
+    planned = {g: sum(c.group == g for c in claim.comparisons)
+               for g in dict.fromkeys(c.group for c in claim.comparisons)}
+    for _, g in group_means.iterrows():
+        mine = [c for c in compared if block_of(c) == block_of(g) and group_of(c) == group_of(g)]
+        verdicts = [c["verdict"] for c in mine]
+        judged = any(v != inference.ONE_PROCESS for v in verdicts)
+        kind = claim.kind_of(group_of(g))
+        n_planned = planned[group_of(g)]
+        out.append({"claim": claim.key, **{f: g[f] for f in BLOCK_FIELDS},
+                    **dict(zip(GROUP_FIELDS, group_of(g))), "kind": kind,
+                    "n_planned": n_planned, **counts(verdicts, n_planned - len(mine)),
+                    **estimate(g), **{k: g[k] for k in DIFFERENCE},
+                    "verdict": inference.ONE_PROCESS, "provisional": False})
         if judged:
-            tests.append((len(out) - 1, evidence(claim, ratio)))
-    decided = inference.decide_all(claim.kind, [e for _, e in tests], confidence)
-    for (index, _), verdict in zip(tests, decided):
-        out[index]["verdict"] = verdict
+            tests.append((len(out) - 1, kind, evidence(claim, g["replicates"], g["ratio"])))
+    adjusted = holm_evidence([found for _, _, found in tests])
+    for (index, kind, _), found in zip(tests, adjusted):
+        out[index]["verdict"] = inference.decide(kind, found, confidence)
+        out[index]["provisional"] = provisional(out[index]["n_processes"])
     return out
 
 
-def claim_row(claim: Claim, rows: list[dict], n_groups: int, confidence: float) -> dict:
-    ratio, _, judged = pool(rows, confidence, claim.key)
-    measured = any(r["_ratio"] is not None for r in rows)
-    verdict = (inference.decide(claim.kind, evidence(claim, ratio), confidence)
-               if judged else inference.ONE_PROCESS if measured else NOT_MEASURED)
+def holm_evidence(found: Sequence[inference.Evidence]) -> list[inference.Evidence]:
+    """Each side's p-values Holm-corrected over the family (the claim's judged groups)."""
+    if not found:
+        return []
+    columns = [inference.holm([getattr(e, side) for e in found])
+               for side in ("above", "below", "within")]
+    return [inference.Evidence(*ps) for ps in zip(*columns)]
+
+
+def claim_verdict(groups: Sequence[dict]) -> tuple[str, bool]:
+    """The rule over a claim's groups (the module's), and whether it is provisional."""
+    judged = [g for g in groups if g["verdict"] in JUDGED]
+    if not judged:
+        return (inference.ONE_PROCESS if groups else NOT_MEASURED), False
+    verdicts = {g["verdict"] for g in judged}
+    verdict = verdicts.pop() if len(verdicts) == 1 else MIXED
+    return verdict, any(g["provisional"] for g in judged)
+
+
+def claim_row(claim: Claim, summary, groups: list[dict], compared: list[dict],
+              n_blocks: int) -> dict:
+    verdict, is_provisional = claim_verdict(groups)
+    planned = len(claim.comparisons) * max(n_blocks, 1)
+    group_counts = {f"n_groups_{v}": sum(g["verdict"] == v for g in groups)
+                    for v in JUDGED}
     return {"claim": claim.key, "kind": claim.kind, "test": claim.test,
             "statistic": VERDICT_STATISTIC, "margin": claim.margin, "bound": claim.bound,
-            "n": sum(r["_ratio"] is not None and r["_ratio"].judged for r in rows),
-            "n_groups": n_groups, **counts([r["verdict"] for r in rows]), **estimate(ratio),
-            "verdict": verdict}
+            "n": sum(c["verdict"] != inference.ONE_PROCESS for c in compared),
+            "n_groups": len(groups),
+            **counts([c["verdict"] for c in compared], planned - len(compared)),
+            **group_counts,
+            **(estimate(summary) if summary is not None else
+               {k: (None if k == "basis" else np.nan) for k in ESTIMATE}),
+            "verdict": verdict, "provisional": is_provisional}
 
 
-def evaluate(bootstrap: pd.DataFrame, confidence: float,
+def evaluate(comparisons: pd.DataFrame, confidence: float,
              claims=CLAIMS) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(claims, groups, comparisons): a row per claim, per group and block, per comparison and
-    block.  Without any block measured a claim's comparisons are all "not measured"."""
-    found = stats.replicates_by_condition(bootstrap, VERDICT_STATISTIC)
-    blocks = sorted(set(zip(bootstrap["device"], bootstrap["threads"])))
+    """(claims, groups, comparisons) from the comparisons product's claim rows."""
+    mine = comparisons[comparisons["kind"] == "claim"]
+    n_blocks = len({block_of(r) for _, r in mine.iterrows()})
     claim_out, group_out, comparison_out = [], [], []
     for claim in claims:
-        rows = comparison_rows(claim, found, blocks, confidence)
-        groups = group_rows(claim, rows, confidence)
-        row = claim_row(claim, rows, len(groups), confidence)
-        if not blocks:
-            row["n_not_measured"] = len(claim.comparisons)
-        claim_out.append(row)
+        rows = mine[mine["name"] == claim.key]
+        compared = comparison_rows(claim, rows[rows["level"] == "comparison"], confidence)
+        groups = group_rows(claim, rows[rows["level"] == "group"], compared, confidence)
+        summary = rows[rows["level"] == "claim"]
+        claim_out.append(claim_row(claim, summary.iloc[0] if len(summary) else None, groups,
+                                   compared, n_blocks))
         group_out += groups
-        comparison_out += rows
+        comparison_out += compared
     return (pd.DataFrame(claim_out, columns=CLAIM_COLUMNS),
             pd.DataFrame(group_out, columns=GROUP_COLUMNS),
             pd.DataFrame(comparison_out, columns=COMPARISON_COLUMNS))
