@@ -25,6 +25,7 @@ localrules:
     harness,
     aggregate,
     check_gradients,
+    comparisons,
     tables,
     verdicts,
     figures,

@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from adbench import schema, spec
-from test_e2e import REPO, fresh_checkout
+from e2e import REPO, fresh_checkout
+
+pytestmark = pytest.mark.e2e  # runs Snakemake
 
 EXAMPLE = "example-results/cuda-h100"
 EXAMPLE_DIR = REPO / EXAMPLE
@@ -113,3 +115,52 @@ def test_the_h200_retained_graph_holds_more_device_memory_than_the_freed_one():
     held = torch_fcn.set_index(["mode", "task"])["device_held_after_step_bytes"]
     for mode in ("eager", "script", "trace"):
         assert held[(mode, "backward_retained")] > held[(mode, "backward")]
+
+
+# ------------------------------------------------------------- two machines, one analysis
+MACHINES_CONFIG = "config/machines-example.yaml"
+H100_NAME, H200_NAME = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+
+@pytest.mark.e2e
+def test_two_trees_of_two_machines_are_analysed_side_by_side(tmp_path):
+    """config/machines-example.yaml reads both example trees (raw_trees) and measures
+    nothing: each machine a stratum of its own in the cells and the tables, their common
+    conditions set against each other in the comparisons and the paper's machines section."""
+    if shutil.which("pdftotext") is None:
+        pytest.fail("pdftotext is missing: ./setup.sh --test installs it")
+    workdir = fresh_checkout(tmp_path / "checkout")
+    examples = {p: p.read_bytes() for p in (workdir / "example-results").rglob("*")
+                if p.is_file()}
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2",
+                           "--configfile", MACHINES_CONFIG], cwd=workdir, capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert "rule measure" not in done.stdout + done.stderr
+    assert {p: p.read_bytes() for p in (workdir / "example-results").rglob("*")
+            if p.is_file()} == examples  # read, never written
+    tree = workdir / "results-machines-example"
+
+    cells = pd.read_parquet(tree / "aggregate/cells.parquet")
+    committed = [p for name in ("cuda-h100", "cuda-h200")
+                 for p in (workdir / "example-results" / name / "raw").rglob("*.parquet")]
+    assert len(cells) == len(committed)
+    machines = sorted(cells["machine"].unique())
+    assert len(machines) == 2 and [H100_NAME in machines[0], H200_NAME in machines[1]] == [
+        True, True]  # every cell on a named GPU, the ones refused before any GPU work too
+
+    table3 = pd.read_csv(tree / "tables/table3_jacobian.csv")
+    both = table3[(table3["framework"] == "torch") & (table3["mode"] == "eager")
+                  & (table3["model"] == "cnn") & table3["mean"].notna()]
+    assert set(both["machine"]) == set(machines)  # one row per machine, never averaged
+
+    comparisons = pd.read_parquet(tree / "aggregate/comparisons.parquet")
+    across = comparisons[comparisons["kind"] == "machines"]
+    assert len(across) and across["ratio"].gt(0).all()
+    assert set(across["machine"]) | set(across["denominator_machine"]) == set(machines)
+    assert set(across["numerator_model"]) == {"cnn"}  # the one model both GPUs ran
+
+    text = subprocess.run(["pdftotext", str(tree / "paper/paper.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    section = text[text.index("Machines compared"):][:1500]
+    assert "H100" in section and "H200" in section

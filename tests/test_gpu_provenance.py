@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from adbench import provenance, schema, spec
+from adbench.backends import load
 from isolated import REPO, venv_python
 
 SLURM_VARS = ("SLURM_JOB_ID", "SLURMD_NODENAME", "SLURM_NODELIST", "SLURM_CPUS_ON_NODE",
@@ -125,11 +126,40 @@ def test_a_process_gpu_memory_is_nvidia_smi_s_reading_of_its_pid(tmp_path, monke
     assert provenance.gpu_process_memory(4242) is None
 
 
-def test_backends_report_no_gpu_and_no_peak_on_cpu():
-    from adbench.backends import torch_backend as tb
+GPU_PROBES = ("gpu_info", "peak_memory", "peak_reserved_memory", "device_memory_in_use")
 
-    tb.reset_peak_memory("cpu")
-    assert tb.gpu_info("cpu") is None and tb.peak_memory("cpu") is None
+
+@pytest.mark.backend
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_backends_report_no_gpu_and_no_peak_on_cpu(framework):
+    backend = load(framework)
+    backend.reset_peak_memory("cpu")
+    assert {probe: getattr(backend, probe)("cpu") for probe in GPU_PROBES} == dict.fromkeys(
+        GPU_PROBES)
+
+
+@pytest.mark.backend
+def test_tensorflow_reads_the_gpu_memory_its_allocator_holds(monkeypatch):
+    """A cuda cell's device memory in use after the step and its peak are TensorFlow's
+    allocator's readings of GPU:0 (get_memory_info's 'current' and 'peak'); a planted GPU and
+    planted readings stand in for the device."""
+    import tensorflow as tf
+
+    from adbench.backends.tensorflow_backend import device
+
+    asked = []
+
+    def memory_info(name):
+        asked.append(name)
+        return {"current": 3 * 2**20, "peak": 7 * 2**20}
+
+    backend = load("tensorflow")
+    monkeypatch.setattr(device, "gpus", lambda: ["a planted GPU"])
+    monkeypatch.setattr(tf.config.experimental, "get_memory_info", memory_info)
+    assert backend.device_memory_in_use("cuda") == 3 * 2**20
+    assert backend.peak_memory("cuda") == 7 * 2**20
+    assert asked == ["GPU:0", "GPU:0"]
+    assert backend.device_memory_in_use("cpu") is None and backend.peak_memory("cpu") is None
 
 
 # ------------------------------------------------------------------ numerics
@@ -160,9 +190,9 @@ def torch_flags():
     write(saved)
 
 
+@pytest.mark.backend
 def test_a_cpu_cell_leaves_the_cuda_switches_alone(torch_flags):
-    from adbench.backends import torch_backend as tb
-
+    tb = load("torch")
     read, write = torch_flags
     unusual = {key: True for key in TORCH_FLAGS}  # what no CUDA_NUMERICS would set at once
     write(unusual)
@@ -172,12 +202,13 @@ def test_a_cpu_cell_leaves_the_cuda_switches_alone(torch_flags):
     assert not [k for k in prepared.choices if k.startswith("cuda_")]
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("numerics", [spec.CUDA_NUMERICS, FLIPPED], ids=["spec", "flipped"])
 def test_torch_applies_the_cuda_numerics_of_the_spec(torch_flags, numerics):
-    from adbench.backends import torch_backend as tb
+    from adbench.backends.torch_backend import device
 
     read, _ = torch_flags
-    choices = tb.apply_cuda_numerics(numerics)
+    choices = device.apply_cuda_numerics(numerics)
     assert read() == {("cuda.matmul", "allow_tf32"): numerics["tf32"],
                       ("cudnn", "allow_tf32"): numerics["tf32"],
                       ("cudnn", "benchmark"): numerics["cudnn_autotune"]}
@@ -186,16 +217,19 @@ def test_torch_applies_the_cuda_numerics_of_the_spec(torch_flags, numerics):
 
 
 NUMERICS_PROBE = r'''
-import json, os, sys
+import importlib, json, os, sys
 from adbench import spec
-from adbench.backends import load
+from adbench.backends import Backend, load
 
 framework, flipped, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 backend = load(framework)
+# A package backend's CUDA switches are a helper of its device module.
+device = (importlib.import_module(type(backend).__module__.rsplit(".", 1)[0] + ".device")
+          if isinstance(backend, Backend) else backend)
 keys = ("TF_CUDNN_USE_AUTOTUNE", "XLA_FLAGS")
 result = {"before": {k: os.environ.get(k) for k in keys}}
 if framework == "jax":  # XLA reads XLA_FLAGS at the client's start, in configure_threads
-    backend._cuda_plugin_installed = lambda: True  # as in envs/jax-cuda.yaml
+    device.cuda_plugin_installed = lambda: True  # as in envs/jax-cuda.yaml
     backend.configure_threads(1)
     result["cuda_env_flags"] = os.environ["XLA_FLAGS"]
 else:
@@ -210,14 +244,15 @@ if framework == "tensorflow":
 default = next(t for t, info in spec.TASKS.items() if info.default_allocator)
 for name, numerics in (("spec", spec.CUDA_NUMERICS), ("flipped", flipped),
                        ("default_allocator", spec.cuda_numerics(default))):
-    result[name] = backend.apply_cuda_numerics(numerics)
+    result[name] = device.apply_cuda_numerics(numerics)
 if framework == "jax":
     spec.CUDA_NUMERICS = flipped
-    result["flipped_flags"] = backend._cuda_autotune_flags()
+    result["flipped_flags"] = device.cuda_autotune_flags()
 json.dump(result, open(out, "w"))
 '''
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("framework", ["tensorflow", "jax"])
 def test_tensorflow_and_jax_apply_the_cuda_numerics_of_the_spec(framework, tmp_path):
     """Their CUDA switches follow spec.CUDA_NUMERICS and flip with it; a cpu cell sets
@@ -251,11 +286,27 @@ def test_tensorflow_and_jax_apply_the_cuda_numerics_of_the_spec(framework, tmp_p
             assert got[name]["cuda_tf32"] == f"jax_default_matmul_precision={precision}"
 
 
+@pytest.mark.backend
+def test_jax_reports_no_gpu_and_no_peak_on_cpu(tmp_path):
+    """JAX's GPU probes (methods of its Backend) measure nothing on a cpu cell."""
+    code = ("import json, sys; from adbench import backends; b = backends.load('jax'); "
+            "b.configure_threads(1); b.reset_peak_memory('cpu'); "
+            f"json.dump({{p: getattr(b, p)('cpu') for p in {GPU_PROBES!r}}}, "
+            "open(sys.argv[1], 'w'))")
+    done = subprocess.run([str(venv_python("jax")), "-c", code, str(tmp_path / "o.json")],
+                          cwd=REPO / "workflow" / "scripts", capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert json.loads((tmp_path / "o.json").read_text()) == dict.fromkeys(GPU_PROBES)
+
+
+@pytest.mark.backend
 def test_jax_keeps_a_cpu_environment_s_xla_flags(tmp_path):
     """Without the CUDA plugin (envs/jax.yaml) no GPU flag joins XLA_FLAGS."""
-    code = ("import json, os, sys; from adbench.backends import jax_backend as jb; "
-            "jb.configure_threads(1); "
-            "json.dump([jb._cuda_plugin_installed(), os.environ['XLA_FLAGS']], "
+    code = ("import json, os, sys; from adbench import backends; "
+            "from adbench.backends.jax_backend import device; "
+            "backends.load('jax').configure_threads(1); "
+            "json.dump([device.cuda_plugin_installed(), os.environ['XLA_FLAGS']], "
             "open(sys.argv[1], 'w'))")
     done = subprocess.run([str(venv_python("jax")), "-c", code, str(tmp_path / "o.json")],
                           cwd=REPO / "workflow" / "scripts", capture_output=True, text=True,
@@ -278,6 +329,7 @@ def run_measure(tmp_path, device: str, env: dict) -> dict:
     return schema.read_provenance(str(out))
 
 
+@pytest.mark.backend  # runs measure.py on torch
 def test_a_cell_records_allocation_gpu_and_peak_memory(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in SLURM_VARS}
     info = run_measure(tmp_path, "cpu", {**env, "SLURM_JOB_ID": "99",
@@ -291,6 +343,7 @@ def test_a_cell_records_allocation_gpu_and_peak_memory(tmp_path):
     assert info["cpus_granted"] == len(os.sched_getaffinity(0))
 
 
+@pytest.mark.backend  # runs measure.py on torch
 def test_a_cuda_cell_without_a_gpu_records_the_cuda_stack_it_found(tmp_path):
     """No GPU: `gpu` and the peak stay empty, `cuda` says what was found (the runtime of
     this PyTorch, no driver here) and the cell is failed (tests/test_gpu_failures.py)."""
@@ -309,6 +362,7 @@ def test_a_cuda_cell_without_a_gpu_records_the_cuda_stack_it_found(tmp_path):
     assert pq.read_metadata(str(tmp_path / "cuda.parquet")).num_rows == 0
 
 
+@pytest.mark.backend  # runs measure.py on torch
 def test_a_cpu_cell_records_no_cuda_stack(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in SLURM_VARS}
     info = run_measure(tmp_path, "cpu", env)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # runs Snakemake
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -36,3 +38,28 @@ def test_a_run_ends_soon_after_its_last_job(tmp_path):
                                        str(REPO / "profiles" / "default"))
     added = with_profile - without
     assert added < 30, f"the profile added {added:.0f} s to a one-job run ({without:.0f} s)"
+
+
+# The jobs a cluster runs: the timing packs and the GPU's and CPU's matmul peaks. Every
+# other rule runs on the submit host, where the site's settings need not reach it.
+SUBMITTED_RULES = {"measure", "pack", "matmul_peak", "matmul_peak_cuda"}
+
+
+def workflow_rules() -> tuple[set[str], set[str]]:
+    """Every rule of the workflow, and those a `localrules:` block names."""
+    rules, local = set(), set()
+    for path in [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]:
+        in_block = False
+        for line in path.read_text().splitlines():
+            if line.startswith("rule "):
+                rules.add(line.split()[1].rstrip(":"))
+            in_block = line.startswith("localrules:") or (in_block and line.startswith("    "))
+            if in_block and line.startswith("    "):
+                local.add(line.strip().rstrip(","))
+    return rules, local
+
+
+def test_only_the_timing_and_peak_jobs_are_submitted_to_a_cluster():
+    rules, local = workflow_rules()
+    assert SUBMITTED_RULES <= rules and local <= rules
+    assert rules - local == SUBMITTED_RULES

@@ -18,6 +18,7 @@ from adbench import derivatives, schema, spec
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), os.pardir, "workflow", "scripts")
 RUN_CELL = os.path.join(SCRIPTS, "run_cell.py")
+DEVICE_FAILED = 3  # run_cell.DEVICE_FAILED
 MEASURE = os.path.join(SCRIPTS, "measure.py")
 
 
@@ -176,6 +177,7 @@ def test_a_signal_inside_popen_wait_does_not_hang_the_job(tmp_path):
     assert not (tmp_path / "raw.parquet").exists()
 
 
+@pytest.mark.backend  # a real timing process
 def test_a_real_cell_over_its_budget_keeps_the_iterations_it_completed(tmp_path):
     """measure.py under run_cell, PyTorch eager: a million iterations in a 10 s budget. It
     stops itself before the budget (no kill: its own record, the rows it timed)."""
@@ -226,10 +228,51 @@ def test_a_record_asking_to_be_retimed_gets_a_line_in_the_killed_log(tmp_path, s
     kill, so the next run re-times the cell; any other record: none."""
     body = RECORD_BODY.format(scripts=SCRIPTS, status=status, retime=retime)
     child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
-    done = run_cell(tmp_path, child)
-    assert done.returncode == 0, done.stderr
+    done = run_cell(tmp_path, child, env={**os.environ, "SLURM_JOB_ID": "77",
+                                          "SLURMD_NODENAME": "gpu-node-3"})
     log = tmp_path / "killed.log"
     if retime:
+        # failed for its device: the job fails, after its record is written, naming the node
+        assert done.returncode == DEVICE_FAILED, done.stderr
+        assert schema.read_provenance(str(tmp_path / "raw.parquet"))["retime"] == retime
+        assert "SLURM job 77 on node gpu-node-3" in done.stderr
         assert retime in log.read_text() and len(log.read_text().splitlines()) == 1
     else:
+        assert done.returncode == 0, done.stderr
         assert not log.exists()
+
+
+def test_a_local_run_goes_on_after_a_cell_that_failed_for_its_device(tmp_path):
+    """Outside SLURM the job ends 0 (Snakemake would remove a failed job's files): the cell
+    is recorded, and the next run re-times it."""
+    body = RECORD_BODY.format(scripts=SCRIPTS, status="failed", retime="no GPU")
+    child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    done = run_cell(tmp_path, child, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "no GPU" in (tmp_path / "killed.log").read_text()
+
+
+def test_the_kill_message_names_sacct_for_the_job(tmp_path):
+    child = [sys.executable, child_script(tmp_path, "os.kill(os.getpid(), signal.SIGKILL)"),
+             *measure_args(tmp_path)]
+    done = run_cell(tmp_path, child, env={**os.environ, "SLURM_JOB_ID": "4242"})
+    assert done.returncode == 0, done.stderr
+    message = schema.read_provenance(str(tmp_path / "raw.parquet"))["message"]
+    assert "sacct -j 4242 -o State,MaxRSS,ExitCode" in message and "dmesg" not in message
+
+
+def test_compile_caches_go_to_the_node_not_the_results_tree(tmp_path):
+    """measure.py's --cache-dir becomes ADBENCH_CACHE_DIR, else a folder under the job's
+    temp directory (Snakemake's tmpdir resource)."""
+    seen = tmp_path / "seen"
+    body = (f"open({str(seen)!r}, 'w').write(sys.argv[sys.argv.index('--cache-dir') + 1])")
+    child = [sys.executable, child_script(tmp_path, body),
+             *measure_args(tmp_path, 5, "mlp512", "--cache-dir", "results/cache")]
+    job_tmp = tmp_path / "job-tmp"
+    job_tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "ADBENCH_CACHE_DIR"}
+    run_cell(tmp_path, child, env={**env, "TMPDIR": str(job_tmp)})
+    assert seen.read_text().startswith(str(job_tmp) + os.sep)
+    run_cell(tmp_path, child, env={**env, "ADBENCH_CACHE_DIR": str(tmp_path / "scratch")})
+    assert seen.read_text() == str(tmp_path / "scratch")

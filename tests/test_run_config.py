@@ -1,7 +1,7 @@
 """adbench/config.py without Snakemake: --config values read by the schema, the checks the
 schema cannot make, the results tree, the workloads; every fault named before any job.
 
-tests/test_e2e.py keeps a few of these through a real `snakemake -n`, to show that
+tests/test_e2e_config.py keeps a few of these through a real `snakemake -n`, to show that
 common.smk calls them."""
 
 from __future__ import annotations
@@ -98,12 +98,28 @@ def test_the_tiny_config_passes_and_gives_its_cells():
         ({"cuda_builds": {"torch": "cu118"}}, "'cu118' is not one of ['cu130', 'cu126']"),
         ({"cuda_builds": {"torch": "cu118"}}, "['cuda_builds']['torch']"),
         ({"cuda_builds": {"theano": "cuda12"}}, "'theano' was unexpected"),
+        ({"raw_trees": ["no/such/tree"]}, "raw_trees: 'no/such/tree' is no folder"),
+        ({"raw_trees": ["docs"]}, "raw_trees: 'docs' holds no raw files"),
+        ({"raw_trees": ["results-test"]}, "raw_trees: 'results-test' is this config's own"),
+        ({"raw_trees": ["/tmp/site"]}, "'raw_trees'"),  # the schema: relative paths only
+        ({"grid": []}, "grid: no cells to time, and no raw_trees to read"),
     ],
 )
 def test_a_bad_config_is_refused_naming_the_fault(override, named):
     with pytest.raises(Exception) as error:
         checked(with_fault(override))
     assert named in str(error.value)
+
+
+def test_other_trees_raw_files_join_this_trees_analysis():
+    trees = ["example-results/cuda-h100", "example-results/cuda-h200"]
+    run = checked({**copy.deepcopy(TEST_CONFIG), "raw_trees": trees})
+    own = [f"results-test/{cell.raw_path}" for cell in run.cells]
+    others = [str(p.relative_to(ROOT)) for tree in trees
+              for p in sorted((ROOT / tree / "raw").rglob("*.parquet"))]
+    assert run.raw_files(ROOT) == own + others
+    nothing_of_its_own = checked({**copy.deepcopy(TEST_CONFIG), "grid": [], "raw_trees": trees})
+    assert nothing_of_its_own.cells == [] and nothing_of_its_own.raw_files(ROOT) == others
 
 
 def test_every_problem_of_a_step_is_named_at_once():
@@ -190,11 +206,13 @@ SITE = {"account": "proj42", "qos": "normal", "cpu_partition": "cpu", "gpu_parti
 
 def test_the_cluster_section_routes_a_job_by_its_device():
     cpu, cuda = (run_config.slurm_resources(SITE, device, 1) for device in ("cpu", "cuda"))
-    assert cpu == {"slurm_partition": "cpu", "slurm_account": "proj42", "qos": "normal"}
+    assert cpu == {"slurm_partition": "cpu", "slurm_account": "proj42", "qos": "normal",
+                   "gpu": 0}
     # a CPU job never gets the GPU model (with gpu=0 it would ask for --gpus=a100:0), nor
     # the GPU partition's constraint, nor cpus_per_task (its threads are its CPUs)
     assert cuda == {"slurm_partition": "gpu", "slurm_account": "proj42", "qos": "normal",
-                    "constraint": "a100_80g", "gpu_model": "a100", "cpus_per_task": 6}
+                    "constraint": "a100_80g", "gpu": 1, "gpu_model": "a100",
+                    "cpus_per_task": 6}
     assert run_config.slurm_resources({**SITE, "gpu_qos": "gpu"}, "cuda")["qos"] == "gpu"
     assert run_config.slurm_resources({**SITE, "gpu_qos": "gpu"}, "cpu")["qos"] == "normal"
     assert run_config.cell_gpus("cuda") == 1 and run_config.cell_gpus("cpu") == 0
@@ -203,10 +221,12 @@ def test_the_cluster_section_routes_a_job_by_its_device():
 def test_an_unset_key_is_no_resource_so_a_site_default_applies():
     run = checked(with_fault({}))
     # the schema's defaults: none of them a resource of the plugin's
-    assert run.config["cluster"] == {"cuda_cpus": 4, "walltime_margin": 3,
-                                     "walltime_floor_min": 5}
-    assert run_config.slurm_resources(run.config["cluster"], "cpu", 2) == {}
-    assert run_config.slurm_resources(run.config["cluster"], "cuda", 1) == {"cpus_per_task": 4}
+    assert run.config["cluster"] == {"cuda_cpus": 4, "walltime_margin": 2,
+                                     "walltime_floor_min": 5, "gpu_request": "gpus",
+                                     "pack_minutes": 120}
+    assert run_config.slurm_resources(run.config["cluster"], "cpu", 2) == {"gpu": 0}
+    assert run_config.slurm_resources(run.config["cluster"], "cuda", 1) == {
+        "gpu": 1, "cpus_per_task": 4}
 
 
 def test_a_cuda_job_asks_for_cuda_cpus_cores_and_at_least_its_threads():
@@ -218,12 +238,13 @@ def test_a_cuda_job_asks_for_cuda_cpus_cores_and_at_least_its_threads():
 def test_cluster_values_from_the_command_line_are_read_by_the_schema():
     run = checked(with_fault({"cluster": {"cuda_cpus": "8", "gpu_partition": "gpu"}}))
     assert run.config["cluster"] == {"cuda_cpus": 8, "gpu_partition": "gpu",
-                                     "walltime_margin": 3, "walltime_floor_min": 5}
+                                     "walltime_margin": 2, "walltime_floor_min": 5,
+                                     "gpu_request": "gpus", "pack_minutes": 120}
 
 
 def test_a_budget_is_an_integer_resource_where_it_is_whole():
     """Cells packed into one cluster job may differ in it: Snakemake merges integers, and
-    refuses strings that differ (docs/cluster.md, "Packing")."""
+    refuses strings that differ (docs/cluster.md, "Packs")."""
     assert run_config.budget_resource(3600.0) == 3600
     assert isinstance(run_config.budget_resource(3600.0), int)
     assert run_config.budget_resource(0.5) == "0.5"

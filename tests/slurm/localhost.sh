@@ -12,14 +12,17 @@
 # down makes every `snakemake` command wait about 9 s: the SLURM executor plugin runs
 # `scontrol show config` when it is imported, and scontrol retries the controller.
 #
-# The node advertises one GPU for scheduling only (gres gpu:fake:1 backed by /dev/null): it
-# proves that a job asks for a GPU and is scheduled with one, not that CUDA works. It is in
+# The node advertises two GPUs for scheduling only (gres gpu:fake:1 backed by /dev/null and
+# gpu:fake-sxm4_1g:1 by /dev/zero, a type name with a hyphen): they prove that a job asks for a
+# GPU and is scheduled with one, not that CUDA works. It is in
 # two partitions, as a site's CPU and GPU nodes would be: `cpu` (the default) and `gpu`; its
 # feature `adbench` lets a job's --constraint be checked.
 set -euo pipefail
 PIDFILES="/run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid"
 CONFIGS="/etc/slurm/slurm.conf /etc/slurm/gres.conf"
 MARK="# written by tests/slurm/localhost.sh: removed by its stop"
+# The second GPU's type: a hyphen, as the names sites' autodetection gives (nvidia_a100-sxm4-80gb)
+HYPHENATED="fake-sxm4_1g"
 say() { printf '[slurm-localhost] %s\n' "$*" >&2; }
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -29,8 +32,10 @@ write_config() {
   hardware=$(slurmd -C | head -n 1)  # "NodeName=... CPUs=... ... RealMemory=..."
   memory=$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$hardware")
   node_hardware=$(sed -e 's/^NodeName=[^ ]* //' -e 's/ *RealMemory=[0-9]*//' <<<"$hardware")
-  printf '%s\nNodeName=%s Name=gpu Type=fake File=/dev/null\n' "$MARK" "$host" \
-    > /etc/slurm/gres.conf
+  {
+    printf '%s\nNodeName=%s Name=gpu Type=fake File=/dev/null\n' "$MARK" "$host"
+    printf 'NodeName=%s Name=gpu Type=%s File=/dev/zero\n' "$host" "$HYPHENATED"
+  } > /etc/slurm/gres.conf
   # No accounting database: job states come from squeue (tests/slurm/profile), which forgets
   # a job MinJobAge seconds after it ends; the tests read finished jobs' requests with
   # scontrol, so keep them that long. 95% of the memory slurmd measures, so the node is never
@@ -61,7 +66,7 @@ JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 GresTypes=gpu
-NodeName=${host} NodeAddr=127.0.0.1 ${node_hardware} RealMemory=$(( memory * 95 / 100 )) Gres=gpu:fake:1 Features=adbench State=UNKNOWN
+NodeName=${host} NodeAddr=127.0.0.1 ${node_hardware} RealMemory=$(( memory * 95 / 100 )) Gres=gpu:fake:1,gpu:${HYPHENATED}:1 Features=adbench State=UNKNOWN
 PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes=ALL MaxTime=INFINITE State=UP
 EOF

@@ -18,7 +18,7 @@ SCRIPTS = ROOT / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 # numpy and yaml only: no framework is imported while planning.
-from adbench import code_inputs, reference, report_spec, spec  # noqa: E402
+from adbench import backends, code_inputs, reference, report_spec, spec  # noqa: E402
 from adbench import config as run_config  # noqa: E402
 
 
@@ -63,11 +63,14 @@ def same_for_every_cell(value_of):
 
 
 # ------------------------------------------------------------------ the cluster
-# The config's `cluster` section as the SLURM plugin's resources (adbench/config.py,
-# slurm_resources; docs/cluster.md): a CPU cell and a reference job get the CPU partition's,
-# a CUDA cell the GPU partition's, its GPU model and cuda_cpus cores. A resource the section
-# does not set is no resource of the rules, so a site profile's default-resources applies.
+# The config's `cluster` section, the site file's keys under it (ADBENCH_SITE: a --config
+# cannot drop them), as the SLURM plugin's resources (adbench/cluster.py; docs/cluster.md):
+# a CPU job gets the CPU partition's, a CUDA cell the GPU partition's, its GPU as the site
+# asks for one and cuda_cpus cores. A key the site leaves out is no resource of the rules, so
+# the plugin's default applies.
 CLUSTER = config["cluster"]
+if RUN.site:
+    logger.info(f"adbench: cluster settings from {RUN.site} ({run_config.SITE_VARIABLE})")
 
 
 @functools.cache
@@ -86,6 +89,94 @@ def cell_slurm_resources():
         )
         for name in names
     }
+
+
+def submitting():
+    """Whether this Snakemake submits jobs to a cluster (--jobs with a remote executor:
+    profiles/slurm), dry runs included: the cells are then packed (rule pack). Not the
+    Snakemake a job runs (--mode remote), which runs its pack's jobs one at a time."""
+    return workflow.resource_settings.nodes is not None and not workflow.remote_exec
+
+
+def pending(cell):
+    """Whether this run will time a cell (what the packs hold; adbench/cluster.py)."""
+    return run_config.cluster_settings.pending_cell(Path(RESULTS), cell, harness_changed)
+
+
+@functools.cache
+def harness_changed(framework, device):
+    """Whether the harness of (framework, device) will change (the harness rule): its code's
+    digests differ from those it recorded, so every cell of it is re-timed."""
+    path = Path(HARNESS_FILE.format(device=device, framework=framework))
+    try:
+        recorded = json.loads(path.read_text())["code"]
+    except (OSError, ValueError, KeyError):
+        return True
+    current = {os.path.relpath(f, ROOT): sha256(f) for f in framework_code(framework)}
+    return recorded != current
+
+
+@functools.cache
+def packs():
+    tag = run_config.cluster_settings.tree_tag(RESULTS)
+    return run_config.Packs(RUN.walltimes, CELLS, pending, CLUSTER["pack_minutes"], tag)
+
+
+def cell_pack(wildcards):
+    """The timing rule's group, on a cluster the cell's pack (None: a job of its own)."""
+    return packs().group(run_config.cluster_settings.cell_of(wildcards)) if submitting() else None
+
+
+def cell_runtime(wildcards, attempt):
+    """The timing rule's runtime in minutes, on a cluster the cell's share of its pack's walltime
+    (Snakemake adds a group job's), else a job of its own; times the attempt on retries."""
+    cell = run_config.cluster_settings.cell_of(wildcards)
+    minutes = packs().runtime_min(cell) if submitting() else RUN.walltimes.of(cell).minutes
+    return minutes * attempt
+
+
+def cell_mem_mb(wildcards, attempt):
+    """The timing rule's memory, the config's, raised to a CUDA cell's measured peak with its
+    margin (adbench/cluster.py, Walltimes.mem_mb), times the attempt on retries."""
+    return RUN.walltimes.mem_mb(run_config.cluster_settings.cell_of(wildcards)) * attempt
+
+
+def pack_files():
+    """Each pack's record (the pack rule), on a cluster, what joins its cells into one job."""
+    return [tree(f"packs/{p.name}.json") for p in packs().packs] if submitting() else []
+
+
+def write_pack(name, cells, path, log):
+    """The pack rule's record, its cells, and the SLURM job and node that ran them."""
+    record = {
+        "pack": name,
+        "cells": list(cells),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "node": os.environ.get("SLURMD_NODENAME"),
+    }
+    Path(path).write_text(json.dumps(record, indent=2) + "\n")
+    Path(log).write_text(f"{path}: {len(record['cells'])} cells, job {record['slurm_job_id']}\n")
+
+
+def pack_cells(wildcards):
+    """The pack rule's inputs, the cells its name spans (adbench/cluster.py, pack_span)."""
+    cells = run_config.cluster_settings.pack_span(wildcards.pack, CELLS)
+    return [tree(cell.raw_path) for cell in cells]
+
+
+def slurm_preflight():
+    """Before a run submits anything to SLURM: a GPU partition for its CUDA cells, and no job
+    of this working directory still queued or running (a controller restarted while its
+    jobs run would submit their cells again)."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    problems = run_config.gpu_partition_problems(CLUSTER, packs().pending)
+    problems += run_config.cluster_settings.running_jobs_problems(
+        os.getcwd(), run_config.cluster_settings.tree_tag(RESULTS)
+    )
+    if problems:
+        raise WorkflowError("\n  ".join(["adbench: not submitting:", *problems]))
 
 
 wildcard_constraints:
@@ -147,7 +238,8 @@ MEASURE_SCRIPT, RUN_CELL_SCRIPT = str(SCRIPTS / "measure.py"), str(SCRIPTS / "ru
 
 
 def backend_module(framework):
-    return f"adbench.backends.{spec.FRAMEWORKS[framework].backend}"
+    """The backend module that loads the rest of a framework's backend (backends.load)."""
+    return backends.backend_module(framework)
 
 
 @functools.cache
@@ -229,7 +321,8 @@ def cell_arguments(wildcards):
 
 # ------------------------------------------------------------------ cells and outputs
 def raw_files():
-    return [tree(cell.raw_path) for cell in CELLS]
+    """The raw files the analysis reads: this tree's cells', then raw_trees' (config)."""
+    return RUN.raw_files(Path.cwd())
 
 
 def gradient_files():
@@ -281,7 +374,9 @@ def tolerance_args():
     return f"--tolerance {check['tolerance']} {per_model}"
 
 
-TABLE_FILES = [tree(f"tables/{t}.{ext}") for t in report_spec.TABLE_NAMES for ext in ("csv", "md", "tex")]
+TABLE_FILES = [
+    tree(f"tables/{t}.{ext}") for t in report_spec.TABLE_NAMES for ext in ("csv", "md", "tex")
+]
 MEMORY_FILE = tree("tables/memory.csv")  # make_tables.MEMORY_FILE
 VARLEN_FILE = tree("tables/varlen.csv")  # make_tables.VARLEN_FILE
 FIGURE_FILES = {
@@ -304,6 +399,7 @@ def final_outputs():
         *FIGURE_FILES.values(),
         tree("checks/gradients.csv"),
         tree("paper/paper.pdf"),
+        *pack_files(),
     ]
 
 
@@ -347,3 +443,15 @@ def reported_figures():
         key: reported(path, key.removesuffix("_png"), "Figures") if key.endswith("_png") else path
         for key, path in FIGURE_FILES.items()
     }
+
+
+def paper_configfile():
+    """The config this run was made with, as the paper's last appendix names it in the
+    commands that make the paper again: the last one given, relative to where Snakemake
+    runs (the default config when none was)."""
+    files = [Path(f) for f in workflow.configfiles] or [Path("config/config.yaml")]
+    found = files[-1].resolve()
+    try:
+        return str(found.relative_to(Path.cwd()))
+    except ValueError:
+        return str(found)

@@ -18,9 +18,15 @@ cell is never lost: what the child cannot record itself is recorded here.
   re-times it.
 - A cell that measure.py recorded for the next run to re-time (provenance `retime`: a cuda
   cell whose framework saw no GPU, status failed) gets a line in --killed-log too, so the
-  next run re-times it, as after a kill.
+  next run re-times it, as after a kill. In a SLURM job, the job then exits DEVICE_FAILED (3),
+  its record written: the node's fault shows as a failed job (SLURM's state, the plugin's
+  error and kept log, Snakemake's retries), not as a cell that ended. A local run goes on
+  (Snakemake would remove the files of a failed job), its tables saying the cell failed.
 - A cell whose environment could not be built (--receipt says failed) is recorded failed
   with the installer's message; nothing else of the run is held up.
+- Compile caches (measure.py's --cache-dir: Inductor's, PyTensor's, Theano's) go to the node,
+  never the shared results tree: under ADBENCH_CACHE_DIR where set, else under the job's
+  temp directory (Snakemake's `tmpdir` resource, the system's by default).
 - The child gets a temp directory of its own (TMPDIR), made under the job's and removed when
   the child ends, however it ends: frameworks keep state in the temp directory across
   processes, which would make one cell's numbers depend on the cells run before it on that
@@ -35,6 +41,7 @@ CPU from the measurement.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -44,6 +51,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The exit status of a job whose cell failed for its device (a GPU its framework cannot see).
+DEVICE_FAILED = 3
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -118,12 +127,13 @@ class ChildWatch:
 
 def write_record(measure_argv: list[str], status: str, message: str) -> None:
     sys.path.insert(0, HERE)
-    import measure  # noqa: E402  (only now: the cell's modules, for its record)
+    from adbench import cell_record  # noqa: E402  (only now: the cell's modules, for its record)
 
-    args = measure.parse_args(measure_argv)
-    info = measure.starting_info(args)
+    args = cell_record.parse_args(measure_argv)
+    info = cell_record.starting_info(args.description, args.budget_s)
     info["phases"] = {}
-    measure.write_cell(args, info, status, message, rows=[])
+    cell_record.write_cell(args.out, args.gradients, args.description, info, status, message,
+                           rows=[])
 
 
 def output_paths(measure_argv: list[str]) -> list[str]:
@@ -159,6 +169,40 @@ def retime_asked(measure_argv: list[str]) -> str | None:
         return None
 
 
+def where() -> str:
+    """The SLURM job and node running this cell, or nothing outside SLURM."""
+    job, node = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURMD_NODENAME")
+    return f"SLURM job {job} on node {node}" if job else ""
+
+
+def sacct_hint() -> str:
+    job = os.environ.get("SLURM_JOB_ID") or "<job id>"
+    return f"sacct -j {job} -o State,MaxRSS,ExitCode"
+
+
+def device_failed() -> int:
+    """The exit status of a job whose cell failed for its device: DEVICE_FAILED in a SLURM
+    job, so that a node whose GPU cannot be used shows as failed jobs."""
+    if not where():
+        return 0
+    log(f"failed for its device ({where()}): exiting {DEVICE_FAILED}, its record written, so "
+        "that the job shows as failed (docs/cluster.md, \"A bad node\")")
+    return DEVICE_FAILED
+
+
+def node_cache(measure_argv: list[str]) -> list[str]:
+    """measure.py's arguments with its --cache-dir on this node: ADBENCH_CACHE_DIR, else a
+    folder of this user's under the job's temp directory, one per results tree (named by a
+    digest of the folder it replaces), as a tree's cells shared theirs before."""
+    if "--cache-dir" not in measure_argv[:-1]:
+        return measure_argv
+    i = measure_argv.index("--cache-dir") + 1
+    tree = hashlib.sha256(os.path.abspath(measure_argv[i]).encode()).hexdigest()[:12]
+    root = os.environ.get("ADBENCH_CACHE_DIR") or os.path.join(
+        tempfile.gettempdir(), f"adbench-cache-{os.getuid()}", tree)
+    return [*measure_argv[:i], root, *measure_argv[i + 1:]]
+
+
 def build_failure(receipt: str | None) -> str | None:
     """Why the cell's environment could not be built, if it could not."""
     if receipt is None:
@@ -173,7 +217,9 @@ def build_failure(receipt: str | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args, child = parse_args(sys.argv[1:] if argv is None else argv)
+    child = [*child[:2], *node_cache(child[2:])]
     measure_argv = child[2:]  # after "python measure.py"
+    log(f"started{' in ' + where() if where() else ''}")
     why = build_failure(args.receipt)
     if why is not None:
         log(f"failed: {why}")
@@ -194,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             log(f"the next run re-times this cell: {why}")
             note_killed(args.killed_log, f"failed, to re-time: {why}")
+            return device_failed()
         return rc  # recorded by measure.py, or an error of the job itself (bad arguments)
     if outputs_written(measure_argv):
         return 0  # killed after writing both files: the cell is complete
@@ -209,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             name = f"signal {-rc}"
         status, message = "failed", (
             f"the timing process was killed by {name} after {wall:.0f} s, before writing its "
-            "results (killed from outside, or by the kernel's out-of-memory killer: see "
-            "dmesg); the next run re-times this cell")
+            "results (killed from outside, or by the out-of-memory killer: "
+            f"`{sacct_hint()}` shows the job's state, its largest resident memory and exit "
+            "code); the next run re-times this cell")
         note_killed(args.killed_log, f"{name} after {wall:.0f} s")
     log(f"{status}: {message}")
     write_record(measure_argv, status, message)

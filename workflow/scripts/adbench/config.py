@@ -19,7 +19,17 @@ from typing import Callable
 
 import yaml
 
+from adbench import cluster as cluster_settings
 from adbench import spec
+# What a run asks a SLURM cluster for is adbench/cluster.py's; the names the rules and tests
+# use are read from here too.
+from adbench.cluster import (  # noqa: F401
+    CELL_START_S, COMPILE_S, COMPILE_S_PER_PARAMETER, JOB_START_S, MEASURED_WORKLOAD_KEYS,
+    REFERENCE_RUNTIME_MIN, SECONDS_PER_MAC, SITE_VARIABLE, STEP_START_S, Pack, Packs,
+    Walltime, Walltimes, cell_gpus, gpu_partition_problems, iso_seconds, job_cpus,
+    modelled_cell_s, modelled_iteration_s, modelled_reference_s, slurm_resources,
+    task_overhead_s,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -129,6 +139,31 @@ def results_tree_problems(results: str, workdir: Path, root: Path = ROOT) -> lis
     inside = [f for f in inside if not (f in SHIPPED_RESULTS and tree.parent == root / f)]
     return [f"results: {results!r} lies inside {f}/, which the project ships; name a folder "
             "of its own, e.g. results-mine" for f in inside]
+
+
+# ------------------------------------------------------------------ other trees' raw files
+def raw_files_of(tree: Path) -> list[str]:
+    """A results tree's raw files (raw/<cell>.parquet), sorted."""
+    return sorted(str(p) for p in Path(tree).glob("raw/**/*.parquet"))
+
+
+def raw_tree_problems(config: dict, workdir: Path) -> list[str]:
+    """Each tree of `raw_trees` holds raw files and is not this config's own; a config with
+    no cells of its own reads at least one."""
+    own = (Path(workdir) / config["results"]).resolve()
+    problems = []
+    for name in config["raw_trees"]:
+        tree = (Path(workdir) / name).resolve()
+        if tree == own:
+            problems.append(f"raw_trees: {name!r} is this config's own results tree (its raw "
+                            "files are read anyway)")
+        elif not tree.is_dir():
+            problems.append(f"raw_trees: {name!r} is no folder (relative to {workdir})")
+        elif not raw_files_of(tree):
+            problems.append(f"raw_trees: {name!r} holds no raw files (raw/**/*.parquet)")
+    if not config["grid"] and not config["raw_trees"]:
+        problems.append("grid: no cells to time, and no raw_trees to read: give a grid")
+    return problems
 
 
 # ------------------------------------------------------------------ checks against the spec
@@ -246,273 +281,17 @@ def workload_problems(grids: list[dict], cells: list, workloads: Workloads,
 
 
 # ------------------------------------------------------------------ the cluster
-# The most minutes a reference job asks for (rule reference's runtime; what every one asked
-# for before its walltime was estimated, Walltimes.reference).
-REFERENCE_RUNTIME_MIN = 60
-
-
-def slurm_resources(cluster: dict, device: str, threads: int = 1) -> dict:
-    """The resources of snakemake-executor-plugin-slurm that the config's `cluster` section
-    gives a job on `device`: 'cpu' for a CPU cell or a reference job, 'cuda' for a CUDA cell
-    (its one GPU, `gpu`, is rule measure's own). Only what the section sets: a key it
-    leaves out is not a resource of the rule, so the plugin's default or a site profile's
-    `default-resources` applies. A CPU job never gets a GPU model (with gpu=0 it would
-    become --gpus=<model>:0); a CUDA cell asks for `cuda_cpus` cores, at least its threads."""
-    cuda = device == "cuda"
-    resources = {
-        "slurm_partition": cluster.get("gpu_partition" if cuda else "cpu_partition"),
-        "slurm_account": cluster.get("account"),
-        "qos": cluster.get("gpu_qos", cluster.get("qos")) if cuda else cluster.get("qos"),
-        "constraint": cluster.get("gpu_constraint" if cuda else "cpu_constraint"),
-    }
-    if cuda:
-        resources["gpu_model"] = cluster.get("gpu_model")
-        resources["cpus_per_task"] = max(int(cluster["cuda_cpus"]), int(threads))
-    return {name: value for name, value in resources.items() if value is not None}
-
-
-def cell_gpus(device: str) -> int:
-    """GPUs a timing job asks for (rule measure's gpu: SLURM's --gpus): one for a CUDA cell."""
-    return int(device == "cuda")
-
-
-def job_cpus(cluster: dict, device: str, threads: int) -> int:
-    """The CPU cores a timing job asks for: its threads, or cuda_cpus for a CUDA cell."""
-    return slurm_resources(cluster, device, threads).get("cpus_per_task", int(threads))
-
-
-# ------------------------------------------------------------------ a timing job's walltime
-# What a timing job asks a cluster for (rule measure's `runtime`; plan_campaign.py prints the
-# same numbers, from the same function): an estimate of its cell times the config's
-# cluster.walltime_margin, at least cluster.walltime_floor_min, at most the budget's minutes
-# plus one (Workloads.runtime_min), since run_cell.py kills the cell at its budget anyway.
-# The estimate is the cell's own wall time where an earlier run of this results tree measured
-# it, else a model of the cell's cost (below). Resources only: changing any of this
-# re-times nothing.
-#
-# The model, in one place: a job's start-up, a compiled mode's compilation, and each
-# iteration's derivative calls and multiply-adds, priced for one slow CPU core (a GPU is
-# faster on the large models and about as fast on the small ones, whose steps are bound by
-# the framework's overhead). Chosen to lie above the cells measured so far, the CPU cells of
-# config/config.yaml and config/paper.yaml on one core and the H100's in
-# example-results/cuda-h100 (tests/test_walltime.py checks the latter), not to be precise:
-# after one run, the cells' measured times replace it.
-JOB_START_S = 30.0  # Snakemake's own start in the job (it parses the workflow), run_cell.py
-CELL_START_S = 30.0  # the timing process: interpreter, framework, CUDA, data and model
-# A compiled mode's compilation (TorchScript, torch.compile, XLA, jax.jit): a base and a
-# part per parameter; ResNet50 (25.6 M parameters): 60 + 153 s (torch.compile took 1-2.5
-# min on an H100).
-COMPILE_S, COMPILE_S_PER_PARAMETER = 60.0, 6e-6
-# Per task: seconds of overhead per iteration and per row of a Jacobian (the row-by-row
-# Jacobian is one derivative call per row, in a Python loop; TensorFlow's vectorised one
-# takes 0.1-0.2 s a call on the small models). A recurrent model pays it at each of its time
-# steps (TensorFlow's eager vectorised Jacobian of the LSTM: 5.5 s an iteration on one core).
-TASK_OVERHEAD_S = {
-    "backward": (0.01, 0.0),
-    "loss_jacobian": (0.02, 0.0),
-    "jacobian_rows": (0.0, 0.01),
-    "jacobian_vectorized": (0.2, 0.002),
-}
-# Seconds per multiply-add of one example's forward pass, the derivative's included (~3
-# multiply-adds per forward one): 4e-9 is 0.75 GFLOP/s, a core's slowest seen here (ResNet50's
-# Jacobians at batch 1).
-SECONDS_PER_MAC = 4e-9
-# Multiply-adds per parameter in one example's forward pass: each weight used once per
-# position it slides over or time step it repeats at. cnn: (8*9*784 + 16*8*9*196 + 3136*10)
-# / 32618 = 9.6; resnet50 at 32x32: ~84 M / 25.6 M = 3.3. Recurrent and sequence models: their
-# steps (spec's arch); dense layers: 1.
-WEIGHT_USES = {"cnn": 10, "resnet": 4}
-
-
-RECURRENT = ("lstm",)
-
-
-def weight_uses(model: str) -> float:
-    info = spec.MODELS[model]
-    return info.arch.get("steps") or info.arch.get("length") or WEIGHT_USES.get(info.family, 1)
-
-
-def overhead_steps(model: str) -> int:
-    """How many times a derivative call pays its overhead: a recurrent model's time steps."""
-    info = spec.MODELS[model]
-    return int(info.arch["steps"]) if info.family in RECURRENT else 1
-
-
-def task_overhead_s(task: str) -> tuple[float, float]:
-    """A task's TASK_OVERHEAD_S; a task not listed there (a variant the spec adds, such as a
-    backward pass through frozen layers) is priced as `backward`, or as the costliest,
-    `jacobian_vectorized`, where it computes a Jacobian."""
-    if task in TASK_OVERHEAD_S:
-        return TASK_OVERHEAD_S[task]
-    jacobian = spec.TASKS[task].derivative == "jacobian"
-    return TASK_OVERHEAD_S["jacobian_vectorized" if jacobian else "backward"]
-
-
-def modelled_iteration_s(sizes: dict, model: str, task: str,
-                         mac_s: float = SECONDS_PER_MAC) -> float:
-    """The model's seconds for one iteration of a task on a model at the data sizes
-    `sizes` (Workloads.sizes): its overhead and its multiply-adds at `mac_s` each."""
-    info = spec.MODELS[model]
-    jacobian = spec.TASKS[task].derivative == "jacobian"
-    rows = sizes["jacobian_rows"] if jacobian else 0
-    examples = 1 if jacobian else sizes["batch_size"]
-    per_iteration, per_row = task_overhead_s(task)
-    macs = info.n_parameters * weight_uses(model) * examples * max(rows, 1)
-    return (per_iteration + per_row * rows) * overhead_steps(model) + macs * mac_s
-
-
-def modelled_cell_s(workloads: Workloads, cell: spec.Cell) -> float:
-    """The model's seconds for a cell's job, start-up to its last iteration."""
-    sizes, info = workloads.sizes(cell.model, cell.task), spec.MODELS[cell.model]
-    compile_s = (COMPILE_S + COMPILE_S_PER_PARAMETER * info.n_parameters
-                 if spec.FRAMEWORKS[cell.framework].modes[cell.mode].compiled else 0.0)
-    return (JOB_START_S + CELL_START_S + compile_s
-            + (sizes["warmup"] + sizes["iterations"])
-            * modelled_iteration_s(sizes, cell.model, cell.task))
-
-
-# A reference job (rule reference) computes one derivative, in float64, at the first batch of
-# its cells' data sizes, with numpy or PyTorch's eager mode (adbench/reference.py): the model
-# prices it as one iteration of the task its cells share, its multiply-adds at twice float32's
-# price, after the same start-up; times the same margin, at least the same floor, and at
-# most REFERENCE_RUNTIME_MIN (it has no budget). The references measured so far took 2-6 s
-# (ResNet50's Jacobian 3 s on one core): they ask for the floor.
-FLOAT64_MAC_FACTOR = 2.0
-
-
-def modelled_reference_s(workloads: Workloads, model: str, task: str) -> float:
-    """The model's seconds for the reference job of a (model, task) of the cells."""
-    return (JOB_START_S + CELL_START_S + modelled_iteration_s(
-        workloads.sizes(model, task), model, task, SECONDS_PER_MAC * FLOAT64_MAC_FACTOR))
-
-
-# Workload keys a measured time must share with the cell now planned to be used for it.
-MEASURED_WORKLOAD_KEYS = ("warmup", "iterations", "batch_size", "jacobian_rows")
-
-
-def iso_seconds(start: str, end: str) -> float:
-    import datetime
-
-    return (datetime.datetime.fromisoformat(end)
-            - datetime.datetime.fromisoformat(start)).total_seconds()
-
-
-@dataclasses.dataclass(frozen=True)
-class Walltime:
-    """A timing job's time limit and where it came from."""
-
-    minutes: int  # asked for (Snakemake's runtime resource; SLURM's --time), first attempt
-    seconds: float  # the estimate before the margin
-    source: str  # measured | model | budget (timed out, or interrupted, before)
-
-
-class Walltimes:
-    """Each timing job's walltime: rule measure's runtime and plan_campaign.py's, one function.
-
-    The estimate, in this order: the budget's walltime for a cell an earlier run left
-    unfinished (a line in its log, no raw file: its job was ended by the cluster's time
-    limit, scancel or a lost node; or it is running now) or recorded `timeout`; the cell's measured
-    wall time (its raw file's started_at to ended_at, else its row in aggregate/cells.parquet)
-    where that run was `ok` with the same warm-up, iterations and data sizes; else the model
-    (modelled_cell_s). Snakemake's own start in the job is added to a measured time.
-    """
-
-    def __init__(self, workloads: Workloads, cluster: dict, tree: Path):
-        self.workloads = workloads
-        self.margin = float(cluster.get("walltime_margin", 3))
-        self.floor_min = int(cluster.get("walltime_floor_min", 5))
-        self.tree = Path(tree)
-
-    # -------------------------------------------------------------- earlier runs of the tree
-    @functools.cached_property
-    def aggregated(self) -> dict[tuple, dict]:
-        """aggregate/cells.parquet's rows by cell, {} where there is none (or no pyarrow)."""
-        path = self.tree / "aggregate" / "cells.parquet"
-        if not path.exists():
-            return {}
-        try:
-            import pyarrow.parquet as pq
-
-            columns = [*spec.CELL_FIELDS, "status", "started_at", "ended_at",
-                       *MEASURED_WORKLOAD_KEYS]
-            rows = pq.read_table(path, columns=columns).to_pylist()
-        except Exception:  # noqa: BLE001  no pyarrow, an older layout: the model decides
-            return {}
-        return {tuple(str(row[f]) for f in spec.CELL_FIELDS): row for row in rows}
-
-    def started(self, cell: spec.Cell) -> bool:
-        """Whether a cell's job got as far as its timing process: its log has a line (a job
-        that never started has none; Snakemake may leave it empty)."""
-        try:
-            return (self.tree / cell.log_path).stat().st_size > 0
-        except OSError:
-            return False
-
-    def recorded(self, cell: spec.Cell) -> dict | None:
-        """The earlier run's record of a cell: status, started_at, ended_at, workload."""
-        raw = self.tree / cell.raw_path
-        if raw.exists():
-            try:
-                from adbench import schema
-
-                info = schema.read_provenance(str(raw))
-                return {"status": info["status"], "started_at": info.get("started_at"),
-                        "ended_at": info.get("ended_at"), **info.get("workload", {})}
-            except Exception:  # noqa: BLE001  unreadable (or no pyarrow): try the aggregate
-                pass
-        elif self.started(cell):
-            return {"status": "unfinished"}
-        return self.aggregated.get(tuple(str(v) for v in dataclasses.astuple(cell)))
-
-    def measured_s(self, cell: spec.Cell) -> float | str | None:
-        """Seconds an earlier run took for the cell; "budget" where it ran out of time or did
-        not finish; None where no earlier run measured it under this workload."""
-        record = self.recorded(cell)
-        if record is None:
-            return None
-        if record["status"] in ("timeout", "unfinished"):
-            return "budget"
-        sizes = self.workloads.sizes(cell.model, cell.task)
-        try:
-            if record["status"] == "ok" and all(
-                    int(record[k]) == sizes[k] for k in MEASURED_WORKLOAD_KEYS):
-                return iso_seconds(record["started_at"], record["ended_at"])
-        except (KeyError, TypeError, ValueError):  # a field missing or empty
-            pass
-        return None
-
-    # -------------------------------------------------------------- the walltime
-    def of(self, cell: spec.Cell) -> Walltime:
-        cap = self.workloads.runtime_min(cell.model, cell.task)
-        measured = self.measured_s(cell)
-        if measured == "budget":
-            return Walltime(cap, self.workloads.budget_s(cell.model, cell.task), "budget")
-        if measured is not None:
-            seconds, source = JOB_START_S + measured, "measured"
-        else:
-            seconds, source = modelled_cell_s(self.workloads, cell), "model"
-        return Walltime(min(self.with_margin(seconds), cap), seconds, source)
-
-    def with_margin(self, seconds: float) -> int:
-        """Minutes asked for an estimate: times the margin, at least the floor."""
-        return max(self.floor_min, math.ceil(seconds * self.margin / 60))
-
-    def reference(self, model: str, derivative: str) -> Walltime:
-        """A reference job's walltime: the model's estimate with the margin, at most
-        REFERENCE_RUNTIME_MIN. Its data sizes are its cells' (spec.REFERENCE_TASK)."""
-        seconds = modelled_reference_s(self.workloads, model, spec.REFERENCE_TASK[derivative])
-        return Walltime(min(self.with_margin(seconds), REFERENCE_RUNTIME_MIN), seconds, "model")
-
-    def reference_runtime_min(self, wildcards, attempt: int = 1) -> int:
-        """rule reference's runtime: its walltime in minutes, times the attempt on retries."""
-        return self.reference(wildcards.model, wildcards.derivative).minutes * attempt
-
-    def runtime_min(self, wildcards, attempt: int = 1) -> int:
-        """rule measure's runtime: a job's walltime in minutes, times the attempt on retries."""
-        w = dict(wildcards.items()) if hasattr(wildcards, "items") else dict(wildcards)
-        cell = spec.Cell(w["framework"], w["mode"], w["model"], w["task"], w["device"],
-                         int(w["threads"]), int(w["seed"]))
-        return self.of(cell).minutes * attempt
+def with_site(config: dict, environ) -> tuple[Path | None, list[str]]:
+    """The site file's cluster keys (ADBENCH_SITE) under the config's own `cluster` keys,
+    which replace them one by one: a --config cannot drop the site's account or partitions."""
+    path = cluster_settings.site_path(environ)
+    allowed = load_schema()["properties"]["cluster"]["properties"]
+    site, problems = cluster_settings.read_site(path, allowed)
+    if site:
+        site = coerce_by_schema(site, load_schema()["properties"]["cluster"],
+                                load_schema()["$defs"])
+        config["cluster"] = {**site, **(config.get("cluster") or {})}
+    return path, problems
 
 
 # ------------------------------------------------------------------ environments
@@ -574,6 +353,14 @@ class Run:
     workloads: Workloads
     env_mode: str
     walltimes: Walltimes  # each timing job's runtime (minutes)
+    site: Path | None = None  # the site file the cluster keys came from (ADBENCH_SITE)
+    raw_trees: tuple[str, ...] = ()  # other trees whose raw files this tree's analysis reads
+
+    def raw_files(self, working_dir: Path) -> list[str]:
+        """Every raw file this tree's analysis reads: its own cells', then other trees'."""
+        return [f"{self.results}/{cell.raw_path}" for cell in self.cells] + [
+            os.path.relpath(f, working_dir) for tree in self.raw_trees
+            for f in raw_files_of(Path(working_dir) / tree)]
 
     def env_for(self, framework: str, device: str) -> str:
         """The environment a framework's cells on `device` run in (cell_env)."""
@@ -588,16 +375,20 @@ class Run:
 
 
 def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles: list,
-            working_dir: Path, core_limit: int | None, conda_enabled: bool, python: str) -> Run:
+            working_dir: Path, core_limit: int | None, conda_enabled: bool, python: str,
+            environ=None) -> Run:
     """Every check, in the order each needs the one before, on `config` in place.
     `validate` fills the schema's defaults and raises on the first schema violation
     (snakemake.utils.validate in the workflow); the rest raise ConfigError with every
     problem of their step."""
     config.update(read_values(config))
     stop_on(incomplete_grids(config))
+    site, problems = with_site(config, os.environ if environ is None else environ)
+    stop_on(problems)
     validate(config, str(SCHEMA))
     config.setdefault("results", default_results_tree(configfiles))
     stop_on(results_tree_problems(config["results"], working_dir))
+    stop_on(raw_tree_problems(config, working_dir))
     grids = spec.config_grids(config)
     stop_on(spec_problems(config, grids))
     cells = spec.grid_cells(grids)
@@ -607,4 +398,5 @@ def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles:
     stop_on(current_env_problems(env_mode, cells, python))
     results = config["results"].rstrip("/")
     walltimes = Walltimes(workloads, config["cluster"], Path(working_dir) / results)
-    return Run(config, results, grids, cells, workloads, env_mode, walltimes)
+    return Run(config, results, grids, cells, workloads, env_mode, walltimes, site,
+               tuple(t.rstrip("/") for t in config["raw_trees"]))
