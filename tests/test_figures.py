@@ -1,4 +1,7 @@
-"""figures.py on the synthetic aggregate of tests/test_tables.py: files, and which lines."""
+"""figures.py on the synthetic aggregate of tests/test_tables.py: files, which lines, and
+each figure made for print (issue 40): drawn at the width it is printed at, no text under
+7 pt there, at most six panels, every marker tied to a legend entry, every estimate with its
+interval, open where the interval resamples the iterations of one process."""
 
 from __future__ import annotations
 
@@ -12,8 +15,11 @@ import pytest
 matplotlib.use("Agg")
 
 import figures  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
-from adbench import report_spec, stats  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from adbench import comparisons, plotting, report_spec, stats  # noqa: E402
 from test_tables import fake_iterations_and_cells, with_memory  # noqa: E402
 
 
@@ -28,14 +34,6 @@ def test_focus_prefers_the_first_spec_table_with_data():
     )  # the next table: FCN, CNN, LSTM Jacobians
     assert set(jacobians["model"]) == {"fcn"}
     assert set(jacobians["task"]) == {"jacobian_rows", "jacobian_vectorized"}
-
-
-def test_panels_put_compiled_modes_first():
-    iterations, _ = fake_iterations_and_cells()
-    pairs = figures.panels(iterations)
-    compiled = [figures.FRAMEWORKS[f].modes[m].compiled for f, m in pairs]
-    n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
-    assert compiled == sorted(compiled, reverse=True) and len(pairs) == n_modes
 
 
 def test_writes_every_figure(tmp_path):
@@ -91,18 +89,18 @@ def aggregate():
     iterations, cells = fake_iterations_and_cells()
     ok = stats.rows_of_ok_cells(iterations, cells)
     summary = stats.across_seeds(stats.trial_stats(ok))
-    found = stats.replicates_by_condition(stats.bootstrap_replicates(ok, 100), "mean")
-    return iterations, cells, summary, found
-
-
-def series_drawn(fig) -> set[str]:
-    """The labels of every series any panel drew (points, lines)."""
-    return {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
+    conditions = comparisons.conditions(stats.bootstrap_replicates(ok, 100), 0.95)
+    return iterations, cells, summary, comparisons.estimates(conditions, "mean")
 
 
 def legend_labels(fig) -> set[str]:
     assert len(fig.legends) == 1  # one legend for the figure
     return {t.get_text() for t in fig.legends[0].get_texts()}
+
+
+def series_drawn(fig) -> set[str]:
+    """The labels of every series any panel drew (points, lines)."""
+    return {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
 
 
 def overlapping_ticks(fig) -> list[tuple[str, str]]:
@@ -128,41 +126,123 @@ def intervals_drawn(fig) -> int:
                if isinstance(c, ErrorbarContainer) and c.has_xerr + c.has_yerr)
 
 
-def test_the_jacobian_figure_says_what_it_shows():
+# ----------------------------------------------------------------------------- made for print
+def printed_texts(fig, tmp_path: Path) -> list[tuple[str, float]]:
+    """Every text the figure shows with its printed size in points: its size in the figure
+    times the scale the paper prints the figure at (the width the template is given for the
+    saved PDF, plotting.printed_width_bp, over the figure's own width)."""
+    pdf = tmp_path / "figure.pdf"
+    fig.savefig(pdf)
+    scale = plotting.printed_width_bp(pdf) / (fig.get_figwidth() * plotting.BP_PER_IN)
+    fig.canvas.draw()
+    return [(t.get_text(), t.get_fontsize() * scale) for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip()]
+
+
+def panels(fig) -> list:
+    return [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+
+
+def tied_to_the_legend(fig) -> list[str]:
+    """The drawn markers and lines no legend entry explains: each must match an entry's
+    colour (a mode) and an entry's marker (a kind of point: ours over processes or one
+    process, the study's, a model), or be an entry itself."""
+    lines = fig.legends[0].findobj(Line2D)  # every key the legend draws
+    colours = {to_hex(h.get_color()) for h in lines}
+    markers = {(h.get_marker(), to_hex(h.get_markerfacecolor()) == "#ffffff") for h in lines}
+    loose = []
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if line.get_marker() in ("None", None, "", " ") or not line.get_visible():
+                continue
+            if line.get_marker() in ("_", "|") and line.get_label().startswith("_"):
+                continue  # an interval's caps
+            open_ = to_hex(line.get_markerfacecolor()) == "#ffffff"
+            if to_hex(line.get_color()) not in colours:
+                loose.append(f"colour {to_hex(line.get_color())}")
+            elif (line.get_marker(), open_) not in markers and (
+                    line.get_marker(), not open_) not in markers:
+                loose.append(f"marker {line.get_marker()}")
+    return loose
+
+
+def made_for_print(fig, tmp_path: Path) -> None:
+    """Drawn at the width it is printed at: no text under 7 pt there, at most six panels,
+    every marker tied to the legend, nothing wider than the text."""
+    small = [(text, size) for text, size in printed_texts(fig, tmp_path)
+             if size < plotting.MIN_FONT_PT - 1e-6]
+    assert small == []
+    assert len(panels(fig)) <= plotting.MAX_PANELS
+    assert fig.get_figwidth() <= plotting.TEXT_WIDTH_IN + 1e-6
+    assert fig.get_figheight() <= plotting.MAX_FIGURE_HEIGHT_IN + 1e-6
+    assert tied_to_the_legend(fig) == []
+
+
+def says_what_it_shows(fig, tmp_path: Path) -> None:
+    """One legend naming every series drawn (and the markers' keys), no tick labels
+    overlapping, no bars on a log axis, the figure's block and processes stated; made for
+    print."""
+    assert series_drawn(fig) <= legend_labels(fig)
+    assert overlapping_ticks(fig) == [] and bars_on_log_axes(fig) == 0
+    title = " ".join(fig._suptitle.get_text().split())
+    assert "cpu, 1 thread" in title and "process" in title
+    made_for_print(fig, tmp_path)
+
+
+def open_markers(fig) -> int:
+    """Estimates drawn open: their interval resamples the iterations of one process."""
+    return sum(1 for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)
+               and to_hex(c.lines[0].get_markerfacecolor()) == "#ffffff")
+
+
+def one_process_conditions(found: dict, keys) -> int:
+    return sum(found[k][3] == figures.ONE_PROCESS for k in keys if k in found)
+
+
+def test_the_jacobian_figure_says_what_it_shows(tmp_path):
     _, cells, summary, found = aggregate()
     fig = figures.plot_jacobians(summary, cells, found)
-    assert legend_labels(fig) == series_drawn(fig)  # every series named, none missing
-    assert overlapping_ticks(fig) == [] and bars_on_log_axes(fig) == 0
-    ok = cells[(cells["status"] == "ok") & cells["task"].isin(figures.jacobian_tasks())]
+    says_what_it_shows(fig, tmp_path)
+    models = {m for t in plotting.figure_tables("jacobians") for m in t.models}
+    ok = cells[(cells["status"] == "ok") & cells["task"].isin(figures.jacobian_tasks())
+               & cells["model"].isin(models)]
     conditions = ok[list(stats.CONDITION_FIELDS)].drop_duplicates()
     assert intervals_drawn(fig) == len(conditions)  # every ok condition with its interval
-    assert "process" in fig._suptitle.get_text() and "cpu" in fig._suptitle.get_text()
+    keys = [(*r, "step_s") for r in conditions.itertuples(index=False)]
+    assert open_markers(fig) == one_process_conditions(found, keys)
 
 
-def test_the_frameworks_figure_says_what_it_shows():
+def test_the_frameworks_figure_says_what_it_shows(tmp_path):
     _, cells, summary, found = aggregate()
     fig = figures.plot_frameworks(summary, cells, found)
-    assert legend_labels(fig) == series_drawn(fig) == {"mean step", "time to first step"}
-    assert overlapping_ticks(fig) == [] and bars_on_log_axes(fig) == 0
+    says_what_it_shows(fig, tmp_path)
+    assert figures.FIRST_STEP in legend_labels(fig)
     ax = fig.axes[0]  # mlp512: every mode measured on both seeds
     n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
     assert len(ax.get_yticklabels()) == n_modes
-    assert sum(isinstance(c, ErrorbarContainer) for c in ax.containers) == n_modes
+    # per mode its mean step and its time to first step, each with its interval
+    assert sum(isinstance(c, ErrorbarContainer) for c in ax.containers) == 2 * n_modes
     assert intervals_drawn(fig) > 0
 
 
-def test_the_first_iterations_figure_has_one_legend_outside_its_panels():
+def test_the_first_iterations_figure_has_one_legend_outside_its_panels(tmp_path):
     iterations, *_ = aggregate()
     fig = figures.plot(iterations, 5)
     assert "warm-up" in legend_labels(fig) and not any(ax.get_legend() for ax in fig.axes)
     assert overlapping_ticks(fig) == []
+    made_for_print(fig, tmp_path)
+    # a panel per model of the focus table, a line per mode: never more than six panels
+    assert len(panels(fig)) == 3
+    n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
+    assert len([line for line in fig.axes[0].get_lines() if line.get_marker() == "."]) \
+        == n_modes
 
 
 def test_frameworks_figure_without_cells_says_so():
     iterations, cells = fake_iterations_and_cells()
     summary = stats.across_seeds(stats.trial_stats(iterations))
     fig = figures.plot_frameworks(summary, cells[cells["task"] == "jacobian_rows"])
-    assert "No cell" in fig.axes[0].texts[0].get_text()
+    assert "No condition" in fig.axes[0].texts[0].get_text()
 
 
 def test_a_run_where_no_cell_completed_still_gets_its_figures(tmp_path):
@@ -175,21 +255,12 @@ def test_a_run_where_no_cell_completed_still_gets_its_figures(tmp_path):
     failed = cells.drop(columns=[c for c in cells if c.startswith("phase_")]).assign(
         status="failed"
     )
-    first = stats.first_iteration_stats(empty)
+    first = stats.first_iteration_stats(empty, empty)
     assert stats.with_time_to_first_step(failed, first)["time_to_first_step_s"].isna().all()
 
 
 # ----------------------------------------------------------------------------- the tables' figures
 PUBLISHED = str(Path(__file__).resolve().parents[1] / "report" / "published")
-
-
-def says_what_it_shows(fig) -> None:
-    """One legend naming exactly the series drawn, no tick labels overlapping, no bars on a
-    log axis, and the figure's block (device, threads) and processes stated."""
-    assert legend_labels(fig) == series_drawn(fig)
-    assert overlapping_ticks(fig) == [] and bars_on_log_axes(fig) == 0
-    title = " ".join(fig._suptitle.get_text().split())
-    assert "cpu, 1 thread" in title and "process" in title
 
 
 def ok_conditions(cells, tables_of_figure, tasks=None) -> int:
@@ -204,35 +275,39 @@ def ok_conditions(cells, tables_of_figure, tasks=None) -> int:
     return len(rows[list(stats.CONDITION_FIELDS)].drop_duplicates())
 
 
-def test_the_mlp_figure_puts_the_studys_published_means_beside_ours():
+def test_the_mlp_figure_puts_the_studys_published_means_beside_ours(tmp_path):
     _, cells, summary, found = aggregate()
     fig = figures.plot_study_backward(summary, cells, figures.read_published(PUBLISHED), found)
-    says_what_it_shows(fig)
-    drawn = figures.tables.tables_drawn_in("mlp_backward")
+    says_what_it_shows(fig, tmp_path)
+    drawn = plotting.figure_tables("mlp_backward")
     assert [t.name for t in drawn] == ["table1_eager", "table2_compiled"]
     assert figures.STUDY in legend_labels(fig)
-    assert intervals_drawn(fig) == ok_conditions(cells, drawn)  # every ok cell's interval
-    # the study's markers: one per published row of a mode the panel shows, in ms
+    assert intervals_drawn(fig) == ok_conditions(cells, drawn)  # every ok condition's interval
+    # the study's markers: one per published row of a mode the panel shows, in ms, each in
+    # the colour of its mode's points (tied to the mode's legend entry)
     pub = figures.read_published(PUBLISHED)["table1_eager"]
     panel = fig.axes[0]
     diamonds = [line for line in panel.get_lines() if line.get_label() == figures.STUDY]
     assert sorted(round(line.get_ydata()[0], 3) for line in diamonds) == sorted(
         round(v / 1000, 3) for v in pub["mean"]
     )
+    ours = {to_hex(c.lines[0].get_color()) for c in panel.containers}
+    assert {to_hex(line.get_color()) for line in diamonds} <= ours
     # tensorflow eager failed on [354, 354]: n/a at its slot
     assert "n/a" in [t.get_text() for t in panel.texts]
 
 
-def test_the_hypothesis0_figure_draws_the_line_of_equality():
+def test_the_hypothesis0_figure_draws_the_line_of_equality(tmp_path):
     _, cells, summary, found = aggregate()
     fig = figures.plot_hypothesis0(summary, cells, found)
-    says_what_it_shows(fig)
+    says_what_it_shows(fig, tmp_path)
     assert figures.EQUALITY in legend_labels(fig)
     ax = fig.axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log" and ax.get_xlim() == ax.get_ylim()
     equality = next(line for line in ax.get_lines() if line.get_label() == figures.EQUALITY)
     assert list(equality.get_xdata()) == list(equality.get_ydata())
-    # every (model, mode) with both tasks ok: one point, intervals on both axes
+    # every (model, mode) with both tasks ok: one point, intervals on both axes, its model
+    # told by its marker (a legend entry each), not by a label floating beside it
     ok = cells[cells["status"] == "ok"]
     both = ok.groupby(["model", "framework", "mode"])["task"].apply(
         lambda t: {"backward", "loss_jacobian"} <= set(t)
@@ -240,18 +315,22 @@ def test_the_hypothesis0_figure_draws_the_line_of_equality():
     errorbars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
     assert len(errorbars) == int(both.sum())
     assert all(c.has_xerr and c.has_yerr for c in errorbars)
+    models = {m for (m, _, _), yes in both.items() if yes}
+    assert {figures.model_label(m) for m in models} <= legend_labels(fig)
+    assert not ax.texts
 
 
-def test_the_memory_figure_draws_every_condition_measured():
+def test_the_memory_figure_draws_every_condition_measured(tmp_path):
     _, cells, *_ = aggregate()
     cells = with_memory(cells)
     fig = figures.plot_memory(cells)
-    says_what_it_shows(fig)
-    assert all(ax.get_xscale() == "log" for ax in fig.axes)
+    says_what_it_shows(fig, tmp_path)
+    assert all(ax.get_xscale() == "log" for ax in panels(fig))
     memory = figures.tables.memory_table(cells)
-    peaks = [line for ax in fig.axes for line in ax.get_lines()
-             if line.get_label().endswith(figures.MEMORY_SERIES["peak_over_baseline_bytes"][1])]
-    assert len(peaks) == len(memory)  # one peak per condition measured
+    backward = memory[memory["task"] == figures.MEMORY_TASK]
+    peak = next(ax for ax in fig.axes
+                if ax.get_title() == figures.MEMORY_SERIES["peak_over_baseline_bytes"][0])
+    assert sum(isinstance(c, ErrorbarContainer) for c in peak.containers) == len(backward)
     assert "n/a" in [t.get_text() for ax in fig.axes for t in ax.texts]  # the failed cells
 
 
@@ -260,11 +339,11 @@ def test_the_memory_figure_without_memory_says_so():
     assert "No cell" in figures.plot_memory(cells).axes[0].texts[0].get_text()
 
 
-def test_the_jacobian_figure_sets_the_studys_published_means_apart():
+def test_the_jacobian_figure_sets_the_studys_published_means_apart(tmp_path):
     _, cells, summary, found = aggregate()
     published = figures.read_published(PUBLISHED, "jacobians")
     fig = figures.plot_jacobians(summary, cells, found, published=published)
-    says_what_it_shows(fig)
+    says_what_it_shows(fig, tmp_path)
     fcn = next(ax for ax in fig.axes if ax.get_title() == report_spec.model_label("fcn"))
     assert [t.get_text() for t in fcn.get_xticklabels()][-1] == figures.STUDY_TICK
     diamonds = sorted(line.get_ydata()[0] for line in fcn.get_lines()
@@ -279,3 +358,20 @@ def test_the_jacobian_figure_sets_the_studys_published_means_apart():
 
 def legend_labels_list(fig) -> list[str]:
     return [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_a_figure_of_many_models_keeps_six_panels_at_most(tmp_path):
+    """The first iterations of a grid of eight (model, task) pairs in no spec table (the width
+    sweep's models, backward and forward alone): six panels, the rest in its table; no
+    figure of the pipeline asks for more."""
+    iterations, _ = fake_iterations_and_cells()
+    backward = iterations[(iterations["task"] == "backward") & (iterations["model"] == "mlp512")]
+    many = pd.concat([backward.assign(model=m, task=t) for m in figures.spec.MLP_WIDTHS
+                      if m != "mlp512" for t in ("backward", "forward")]
+                     + [backward.assign(model="mlp8192", task="forward")])
+    assert len(set(zip(many["model"], many["task"]))) > plotting.MAX_PANELS
+    fig = figures.plot(many, 5)
+    assert len(panels(fig)) == plotting.MAX_PANELS
+    made_for_print(fig, tmp_path)
+    with pytest.raises(AssertionError):
+        figures.grid(plotting.MAX_PANELS + 1, 3, 1.0, 1.0)

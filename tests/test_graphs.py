@@ -18,6 +18,8 @@ import torch
 
 from adbench import graphs, spec
 
+pytestmark = pytest.mark.backend  # imports a framework
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "workflow" / "scripts"
 REPORT = Path(__file__).resolve().parents[1] / "report"
 

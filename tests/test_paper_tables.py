@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from adbench import findings, paper_tables, stats
+from adbench import findings, paper_tables
 from adbench.selection import table_modes
 from adbench.report_spec import TABLES
 from adbench.spec import FRAMEWORKS, eager_mode_of, timed_quantities
@@ -27,7 +27,7 @@ def tidy_row(table, framework, mode, model, task, **numbers) -> dict:
     """One condition of a tidy table, ok, one thread on the CPU; `numbers` override."""
     return {
         "framework": framework, "mode": mode, "model": model, "task": task, "device": "cpu",
-        "threads": 1, "status": "ok", "note": "", "flags": "", "n_seeds": 5,
+        "threads": 1, "machine": "x86 CPU", "status": "ok", "note": "", "flags": "", "n_seeds": 5,
         "mean": 100.0, "mean_sd": 4.0, "median": 97.0, "iqr": 3.0, "std": 10.0, "std_sd": 1.0,
         **numbers,
     }
@@ -87,8 +87,10 @@ def test_a_wide_study_table_gives_median_and_iqr_a_line_under_our_row():
                  for i, p in enumerate(pairs)])
     context = paper_tables.table_context(WIDE_TABLE, ours, no_study(WIDE_TABLE))
     assert all(c["heads"] == ["mean", "std"] for c in context["columns"])
-    # too wide for a portrait page in small type: a landscape page, never smaller type
-    assert context["landscape"] and context["fontsize"].startswith(r"\small")
+    # small type always; a landscape page exactly where its printed width exceeds the text's
+    assert context["fontsize"].startswith(r"\small")
+    assert context["landscape"] == (paper_tables.table_pt(context["blocks"], context)
+                                    > paper_tables.TEXT_PT)
     medians = next(x for x in lines_of(context) if x["label"].startswith("median, IQR"))
     assert medians["cells"] == [v for i in range(len(pairs)) for v in (f"{50.0 + i:.1f}", "2.50")]
     # every line spans the same columns as the header
@@ -202,7 +204,7 @@ def test_the_headline_gives_like_for_like_speed_ups_and_backward_only_where_time
     model, task = COMPILED_TABLE.models[0], COMPILED_TABLE.tasks[0]
     ours = compiled_table_with_speedups(pairs, model, task)
     headline = findings.improvement_headline(COMPILED_TABLE, ours, no_study(COMPILED_TABLE),
-                                             stats.Replicates({}), 0.95)
+                                             None)
     assert len(headline) == len(pairs)
     for g, pair in zip(headline, pairs):
         assert g["step"]["span"] == "2.00"
@@ -236,3 +238,21 @@ def test_the_seeds_of_a_table_are_counted_in_words():
     assert paper_tables.seeds_text(pd.DataFrame({"n_seeds": [1, 1]})) == "1 seed"
     assert paper_tables.seeds_text(pd.DataFrame({"n_seeds": [2, 2]})) == "2 seeds"
     assert paper_tables.seeds_text(pd.DataFrame({"n_seeds": [1, 2, 5]})) == "1, 2 or 5 seeds"
+
+
+def test_a_table_goes_landscape_by_what_it_prints_not_by_its_column_count():
+    """Estimated from its cells: narrow numbers in four mode groups fit the portrait text;
+    the same table with seven-digit means over their sd, a ratio line and a long label does
+    not (a landscape page in the same small type, never a smaller one)."""
+    pairs = table_modes(WIDE_TABLE)
+    model, task = WIDE_TABLE.models[0], WIDE_TABLE.tasks[0]
+    narrow = tidy([tidy_row(WIDE_TABLE, *p, model, task, mean=1.5, std=0.1, median=1.5)
+                   for p in pairs[:2]])
+    context = paper_tables.table_context(WIDE_TABLE, narrow, no_study(WIDE_TABLE))
+    assert not context["landscape"]
+    wide_row = [{"label": "a label as long as a sentence of the study's own words",
+                 "cells": ["1234567.8 $\\pm$ 123456.7"] * (context["n_cols"] - 1)}]
+    blocks = [{"groups": [{"lines": wide_row}]}]
+    assert paper_tables.table_pt(blocks, context) > paper_tables.TEXT_PT
+    assert paper_tables.fitted(blocks, context)["landscape"]
+    assert paper_tables.fitted(blocks, context)["fontsize"].startswith(r"\small")

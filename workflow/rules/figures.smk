@@ -9,7 +9,7 @@ rule figures:
         iterations=tree("aggregate/iterations.parquet"),
         summary=tree("aggregate/summary.parquet"),
         cells=tree("aggregate/cells.parquet"),
-        bootstrap=tree("aggregate/bootstrap.parquet"),
+        conditions=tree("aggregate/conditions.parquet"),
         published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.csv")),
         code=code("figures.py"),
     output:
@@ -33,4 +33,4 @@ rule figures:
         "--first {params.first} --out {output.first_iterations_pdf} "
         "--out {output.first_iterations_png} --summary {input.summary} --cells {input.cells} "
         "--published report/published {params.figures} "
-        "--bootstrap {input.bootstrap} --confidence {params.confidence} > {log} 2>&1"
+        "--conditions {input.conditions} --confidence {params.confidence} > {log} 2>&1"

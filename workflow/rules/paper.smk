@@ -22,7 +22,7 @@ rule paper:
         gradients=tree("checks/gradients.csv"),
         environment=tree("aggregate/environment.json"),
         first=tree("aggregate/first_iterations.csv"),
-        bootstrap=tree("aggregate/bootstrap.parquet"),
+        made=tree("aggregate/comparisons.parquet"),
         claims=tree("verdicts/claims.csv"),
         groups=tree("verdicts/groups.csv"),
         comparisons=tree("verdicts/comparisons.csv"),
@@ -55,6 +55,9 @@ rule paper:
             for k, p in SCALING_FIGURES.items()
             if k.endswith("_pdf")
         ),
+        # the last appendix's commands: this run's config and results tree
+        configfile=paper_configfile(),
+        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
         "--published report/published --tables {params.tables} --figure {input.figure} "
@@ -62,7 +65,8 @@ rule paper:
         "--hypothesis0-figure {input.hypothesis0} --frameworks-figure {input.frameworks} "
         "--memory-figure {input.memory_figure} --cells {input.cells} "
         "--gradients {input.gradients} --environment {input.environment} "
-        "--first-iterations {input.first} --bootstrap {input.bootstrap} "
+        "--first-iterations {input.first} --made {input.made} "
         "--claims {input.claims} --groups {input.groups} --comparisons {input.comparisons} "
         "--scaling-table {input.scaling_table} {params.peak} {params.scaling_figures} "
-        "--graphs {params.graphs} {params.validation} --out {output} > {log} 2>&1"
+        "--graphs {params.graphs} {params.validation} --configfile {params.configfile:q} "
+        "--results {params.results:q} --out {output} > {log} 2>&1"

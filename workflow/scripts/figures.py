@@ -5,38 +5,39 @@ the memory per cell.
     python workflow/scripts/figures.py --iterations results/aggregate/iterations.parquet \
         --first 30 --out results/figures/first_iterations.pdf --out ....png \
         [--summary results/aggregate/summary.parquet --cells results/aggregate/cells.parquet \
-         --bootstrap results/aggregate/bootstrap.parquet --published report/published \
+         --conditions results/aggregate/conditions.parquet --published report/published \
          --jacobians-out results/figures/jacobians.pdf --jacobians-out ....png \
          --frameworks-out ... --mlp-backward-out ... --hypothesis0-out ... \
          --memory-per-cell-out ...]
 
-First iterations: one panel per (framework, mode) of the spec present, compiled modes first
-(their first calls trace and optimise); one line per (model, task), first seed, log scale,
-warm-up shaded.  Which models and tasks: those of the first table of report_spec.TABLES that has
-data (the study's MLP backward passes when present), so the panels stay legible however large
-the grid; everything present when no table matches.
+Every figure is drawn at the size the paper prints it (adbench.plotting: the text's width,
+no text below 7 pt, at most six panels) and saved uncropped.  Every estimate carries its
+interval from the conditions product (--conditions), filled where it resamples processes,
+open where it resamples the iterations of one process; one legend below the panels names
+every series (a colour per framework and mode, the same in all of a run's figures) and every
+marker; the title says the device, threads and processes.  Times on log axes are points,
+never bars (a bar's length on a log axis depends on where the axis starts).
 
-Jacobians: one panel per model with output-Jacobian cells: per task and (framework, mode) a
-point at the mean step time with its bootstrap interval (--bootstrap), log scale, n/a where a
-cell did not complete.
+First iterations (the study's Figure 3): a panel per model and task of the first spec table
+with data (the study's MLP backward passes when present), a line per (framework, mode): each
+iteration's step over the cell's median measured step, first seed, log scale, the warm-up
+shaded.  Single iterations, not estimates: no intervals.
 
-Frameworks: for the first table of report_spec.TABLES with a time-to-first-step column (every
-framework and mode on the MLPs and the RNN cell), one panel per model: per (framework, mode)
-a point at its mean step with its interval and a tick at its time to first step, log scale.
+Jacobians: the study's Jacobian tables (its Tables 3-5), a panel per model: per task and
+(framework, mode) the mean step, and the study's published means in a slot of their own.
 
-MLP backward: the study's Tables 1-2 (tables.tables_drawn_in), a panel each: per model and
-(framework, mode) our mean with its interval and the study's published mean beside it.
+Frameworks: the first table with a time-to-first-step column (every framework and mode on
+the MLPs and the RNN cell), a panel per model: per (framework, mode) the mean step and the
+time to first step with its range over processes.
+
+MLP backward: the study's Tables 1-2, a panel each: per model and (framework, mode) our mean
+and the study's published mean beside it, in the mode's colour.
 
 Hypothesis 0: per model and (framework, mode) the loss Jacobian's mean step against one
 backward pass's, intervals on both axes, log-log, with the line of equality.
 
-Memory per cell: per model a panel, per (framework, mode) and task the measured loop's peak
-resident memory over the baseline before it and the memory resident after its last step
-(tables.memory_table: medians over processes), MiB, log scale.
-
-Every figure has one legend of the series it drew, below its panels, and says its device,
-threads and processes.  Times on log axes are points, never bars (a bar's length on a log
-axis depends on where the axis starts).
+Memory: the backward step's memory (tables.memory_table: medians over a condition's cells,
+with their range), a panel per quantity recorded, a row per model, MiB, log scale.
 """
 
 from __future__ import annotations
@@ -53,66 +54,91 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench import formatting as fmt  # noqa: E402
-from adbench import inference, selection, stats, tables  # noqa: E402
-from adbench.report_spec import TABLES, cited, model_label, task_label  # noqa: E402
+from adbench import comparisons, plotting, selection, stats, tables  # noqa: E402
+from adbench.machines_section import machine_names  # noqa: E402
+from adbench.plotting import MAX_PANELS, SMALL_PT, TEXT_WIDTH_IN, legend_rows  # noqa: E402
+from adbench.report_spec import (  # noqa: E402
+    TABLES,
+    cited,
+    model_label,
+    task_label,
+)
+from adbench import spec  # noqa: E402
 from adbench.spec import FRAMEWORKS, MODELS, TASKS  # noqa: E402
 
+plt.rcParams.update(plotting.RC)  # every size as printed: the paper includes a figure at its own
 MS = fmt.unit_scale("ms")  # the figures draw milliseconds
-NO_INTERVALS = stats.Replicates({})
+NO_INTERVALS: dict = {}  # no conditions product: points without intervals
+# The marker of an estimate by what its interval resamples (comparisons.basis): filled over
+# processes, open over the iterations of one process (no conclusion drawn from it).
+ONE_PROCESS = comparisons.ITERATIONS
+BASIS_KEYS = {comparisons.PROCESSES: "interval over processes",
+              ONE_PROCESS: "interval over one process's iterations"}
 
 
 # ----------------------------------------------------------------------------- shared drawing
-def interval_ms(found: stats.Replicates, r, confidence: float) -> tuple[float, float, float]:
-    """A summary row's mean (of its quantity, the step unless it says) in ms and its
-    bootstrap interval over the condition's processes (widened for their number); the interval
-    is NaN without replicates."""
+def interval_ms(found: dict, r, confidence: float) -> tuple[float, float, float, str]:
+    """A summary row's mean (of its quantity, the step unless it says) in ms, its interval
+    from the conditions product (comparisons.estimates) and the interval's basis; NaN and no
+    basis where it has none."""
     key = (*(r[k] for k in stats.CONDITION_FIELDS), r["quantity"] if "quantity" in r else "step_s")
     if key not in found:
-        return r["mean_s"] * MS, float("nan"), float("nan")
-    point, reps = found[key]
-    n = len(found.processes[key])
-    i = inference.percentile_interval(
-        point, inference.expanded(point, reps, n, confidence, log=True), confidence, n
-    )
-    return point * MS, i.low * MS, i.high * MS
+        return r["mean_s"] * MS, float("nan"), float("nan"), ""
+    point, low, high, basis = found[key]
+    return point * MS, low * MS, high * MS, basis
 
 
-def draw_point(ax, at: float, value: float, low: float, high: float, colour, label, across=False):
-    """A point with its interval as error bars (no interval: the point alone)."""
+def draw_point(ax, at: float, value: float, low: float, high: float, basis: str, colour, label,
+               across=False):
+    """A point with its interval as error bars, filled over processes and open over one
+    process's iterations (no interval: the point alone)."""
     error = None if pd.isna(low) else [[value - low], [high - value]]
     kwargs = {"xerr": error} if across else {"yerr": error}
     x, y = (value, at) if across else (at, value)
-    ax.errorbar(x, y, fmt="o", ms=4, capsize=2, color=colour, label=label, **kwargs)
+    ax.errorbar(x, y, fmt="o", ms=4, capsize=2, color=colour, label=label,
+                mfc="white" if basis == ONE_PROCESS else colour, **kwargs)
+    ax._adbench_bases = getattr(ax, "_adbench_bases", set()) | {basis or "none"}
+
+
+def basis_keys(axes) -> list:
+    """The legend's keys of the markers' fill: one per basis drawn (neutral, black)."""
+    drawn = set().union(*(getattr(ax, "_adbench_bases", set()) for ax in axes))
+    return [(words, Line2D([], [], marker="o", ms=4, color="k", ls="none",
+                           mfc="white" if basis == ONE_PROCESS else "k"))
+            for basis, words in BASIS_KEYS.items() if basis in drawn]
 
 
 def finish(fig) -> None:
     """Every figure's last touch: plain log-axis labels, and the panels laid out above the
-    figure's legend."""
+    figure's legend, inside the figure's own size (it is printed at that size)."""
     tidy_log_ticks(fig)
-    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1))
+    fig.tight_layout(rect=(0, legend_rows(fig), 1, 1), pad=0.3)
 
 
 def tidy_log_ticks(fig) -> None:
     """Log axes labelled at 1, 2, 3 and 5 times each power of ten as plain numbers (1, 2 and 5
     over a decade or more, the powers alone over three or more), minor ticks unlabelled:
     matplotlib labels the minor ticks of a short span (2, 3, 4, 6 x 10^k), and those run into
-    each other.  A span under half a decade keeps matplotlib's labels (it may hold none of
-    these)."""
+    each other.  A span under half a decade gets three plain numbers."""
     for ax in fig.axes:
         for axis, scale, limits in (
             (ax.xaxis, ax.get_xscale(), ax.get_xlim()),
             (ax.yaxis, ax.get_yscale(), ax.get_ylim()),
         ):
             low, high = sorted(limits)
-            if scale != "log" or low <= 0 or math.log10(high / low) < 0.5:
+            if scale != "log" or low <= 0:
                 continue
             decades = math.log10(high / low)
+            if decades < 0.5:  # a short span: a few plain numbers, no power-of-ten labels
+                axis.set_major_locator(MaxNLocator(nbins=3))
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
+                axis.set_minor_formatter(NullFormatter())
+                continue
             subs = (1, 2, 3, 5) if decades < 1 else (1, 2, 5) if decades < 3 else (1,)
             axis.set_major_locator(LogLocator(subs=subs))
             axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -120,31 +146,47 @@ def tidy_log_ticks(fig) -> None:
 
 
 def figure_legend(fig, axes, extra=(), columns: int = 4) -> None:
-    """One legend for the figure, below its panels: every series drawn in any panel, once."""
-    found = dict(extra)
+    """One legend for the figure, below its panels: every series drawn in any panel, once,
+    then the keys of its markers (`extra`, and the fill of the estimates drawn)."""
+    axes = list(axes)
+    found = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            found.setdefault(label, handle)
+            if label != STUDY:  # its key is neutral (study_key), after the modes
+                found.setdefault(label, handle)
+    for label, handle in [*extra, *basis_keys(axes)]:
+        found.setdefault(label, handle)
     if found:
         fig.legend(
             list(found.values()),
             list(found),
             loc="lower center",
-            ncol=min(columns, len(found)),
-            fontsize=7,
+            ncol=legend_columns(fig, list(found), columns),
+            fontsize=SMALL_PT,
             bbox_to_anchor=(0.5, 0),
+            frameon=False,
         )
 
 
-def legend_rows(fig) -> float:
-    """The share of the figure's height its legend's rows take."""
-    legend = fig.legends[0] if fig.legends else None
-    rows = 0 if legend is None else -(-len(legend.get_texts()) // legend._ncols)
-    return min(0.4, 0.35 * rows / fig.get_figheight())
+def legend_columns(fig, labels: list[str], most: int) -> int:
+    """As many columns (up to `most`) as the widest entry leaves room for in the figure's
+    width: a legend wider than its figure would be cut off at the page's edge."""
+    entry_pt = max(len(label) for label in labels) * 0.55 * SMALL_PT + 30
+    fits = int(fig.get_figwidth() * 72 // entry_pt)
+    return max(1, min(most, fits, len(labels)))
+
+
+def block_text(block: dict) -> str:
+    """The block a figure draws: 'cpu, 1 thread', with its machine (named as people say it:
+    its GPU, or its CPU) where known."""
+    machine = block.get("machine")
+    return fmt.block(block["device"], block["threads"],
+                     machine_names([machine])[machine] if machine else None)
 
 
 def processes_text(cells: pd.DataFrame | None) -> str:
-    """'1 process per cell', '1-2 processes per cell': the seeds behind the figure's cells."""
+    """'1 process per condition', '1-2 processes per condition': the seeds behind the
+    figure's conditions."""
     if cells is None or cells.empty:
         return ""
     ok = cells[cells["status"] == "ok"] if "status" in cells else cells
@@ -153,26 +195,35 @@ def processes_text(cells: pd.DataFrame | None) -> str:
         return ""
     low, high = int(counts.min()), int(counts.max())
     span = str(low) if low == high else f"{low}-{high}"
-    return f", {span} process{'' if span == '1' else 'es'} per cell"
+    return f", {span} process{'' if span == '1' else 'es'} per condition"
 
 
 def task_tick(task: str) -> str:
     """A task's label wrapped to fit beside its neighbours under a narrow panel."""
-    return textwrap.fill(task_label(task), 12)
+    return textwrap.fill(task_label(task), 10)
+
+
+def title(fig, text: str) -> None:
+    """The figure's title, wrapped to its width at the title's size."""
+    chars = int(0.9 * fig.get_figwidth() * 72 / (0.5 * plotting.FONT_PT))
+    fig.suptitle(textwrap.fill(text, chars), fontsize=plotting.FONT_PT)
+
+
+def mode_colours(cells: pd.DataFrame | None) -> dict:
+    """A colour per (framework, mode) the run measured, in spec order, the same in every
+    figure of the run (tab10's up to ten modes, tab20's beyond)."""
+    present = set(zip(cells["framework"], cells["mode"])) if cells is not None and len(cells) \
+        else set(spec.pairs())
+    pairs = [p for p in spec.pairs() if p in present]
+    palette = plt.get_cmap("tab10" if len(pairs) <= 10 else "tab20").colors
+    return {pair: palette[i % len(palette)] for i, pair in enumerate(pairs)}
 
 
 # ----------------------------------------------------------------------------- selection rules
 def pairs_present(data: pd.DataFrame) -> list[tuple[str, str]]:
     """(framework, mode) pairs present, in spec order."""
     present = set(zip(data["framework"], data["mode"]))
-    return [pair for pair in selection.pairs() if pair in present]
-
-
-def panels(iterations: pd.DataFrame) -> list[tuple[str, str]]:
-    """Compiled modes first: their first iterations are the point of the figure."""
-    return sorted(
-        pairs_present(iterations), key=lambda fm: not FRAMEWORKS[fm[0]].modes[fm[1]].compiled
-    )
+    return [pair for pair in spec.pairs() if pair in present]
 
 
 def lines_of(cell: pd.DataFrame) -> list[tuple[str, str]]:
@@ -190,61 +241,75 @@ def line_label(model: str, task: str, several_tasks: bool) -> str:
 # ----------------------------------------------------------------------------- first iterations
 def notice(text: str):
     """A figure that says why it has nothing to draw (the paper still builds)."""
-    fig, ax = plt.subplots(figsize=(5, 1.5))
+    fig, ax = plt.subplots(figsize=(4.5, 1.2))
     ax.axis("off")
-    ax.text(0.5, 0.5, text, ha="center", va="center")
+    ax.text(0.5, 0.5, textwrap.fill(text, 60), ha="center", va="center")
     return fig
 
 
+def grid(n_panels: int, columns: int, panel_in: float, extra_in: float, **share):
+    """Panels at the text's width, `columns` to a row, each `panel_in` high, plus `extra_in`
+    (the title and the legend); the unused ones hidden.  Never over MAX_PANELS."""
+    assert n_panels <= MAX_PANELS, f"{n_panels} panels: a figure has at most {MAX_PANELS}"
+    columns = max(1, min(columns, n_panels))
+    n_rows = -(-n_panels // columns)
+    height = min(plotting.MAX_FIGURE_HEIGHT_IN, panel_in * n_rows + extra_in)
+    fig, axes = plt.subplots(n_rows, columns, figsize=(TEXT_WIDTH_IN, height), squeeze=False,
+                             **share)
+    for ax in axes.flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def first_panels(data: pd.DataFrame) -> list[tuple[str, str]]:
+    """(model, task) of the first-iterations figure's panels: the focus table's, in spec
+    order, at most MAX_PANELS."""
+    return lines_of(data)[:MAX_PANELS]
+
+
+def over_median(rows: pd.DataFrame) -> pd.Series:
+    """A cell's step times over the median of its measured steps: where the first calls
+    stand, whatever the model's size."""
+    median = rows.loc[rows["phase"] == "measured", "step_s"].median()
+    return rows["step_s"] / median
+
+
 def plot(iterations: pd.DataFrame, first: int):
+    """The study's Figure 3: per model (and task) a panel, per (framework, mode) a line of its
+    first iterations' steps over its median measured step, first seed, log scale, the
+    warm-up shaded."""
     if iterations.empty:  # every cell failed, was unsupported or timed out
         return notice("No cell of this run completed an iteration.")
     seed = iterations["seed"].min()
-    data = iterations[(iterations["seed"] == seed) & (iterations["iteration"] < first)]
-    device, threads = selection.first_condition(data)
-    data = selection.focus_rows(data[(data["device"] == device) & (data["threads"] == threads)])
-    several_tasks = data["task"].nunique() > 1
-    colours = {line: f"C{i}" for i, line in enumerate(lines_of(data))}  # same in every panel
-    pairs = panels(data)
-    # 2 x 2 for four modes: legible at a page's width; wider grids for many frameworks.
-    columns = min(len(pairs), 2 if len(pairs) <= 4 else 3 if len(pairs) <= 9 else 4)
-    n_rows = -(-len(pairs) // columns)
-    fig, axes = plt.subplots(
-        n_rows, columns, figsize=(3.4 * columns, 2.6 * n_rows + 0.4), sharey=True, squeeze=False
-    )
-    for ax in axes.flat[len(pairs) :]:
-        ax.set_visible(False)
-    for ax, (framework, mode) in zip(axes.flat, pairs):
-        cell = data[(data["framework"] == framework) & (data["mode"] == mode)]
-        warm = cell.loc[cell["phase"] == "warmup", "iteration"]
+    data = iterations[(iterations["seed"] == seed)]
+    data = selection.focus_rows(selection.first_block(data))
+    block = selection.first_block_key(data)
+    colours = mode_colours(iterations)
+    shown = first_panels(data)
+    fig, axes = grid(len(shown), 3, 2.1, 0.9, sharey=True)
+    for ax, (model, task) in zip(axes.flat, shown):
+        mine = data[(data["model"] == model) & (data["task"] == task)]
+        warm = mine.loc[(mine["phase"] == "warmup") & (mine["iteration"] < first), "iteration"]
         if len(warm):
-            ax.axvspan(-0.5, warm.max() + 0.5, color="0.9")
-        for model, task in lines_of(cell):
-            rows = cell[(cell["model"] == model) & (cell["task"] == task)]
+            ax.axvspan(-0.5, warm.max() + 0.5, color="0.9", label="warm-up")
+        for pair in pairs_present(mine):
+            rows = mine[(mine["framework"] == pair[0]) & (mine["mode"] == pair[1])]
             rows = rows.sort_values("iteration")
-            ax.plot(
-                rows["iteration"],
-                rows["step_s"] * MS,
-                marker=".",
-                lw=1,
-                color=colours[(model, task)],
-                label=line_label(model, task, several_tasks),
-            )
-        info = FRAMEWORKS[framework]
-        ax.set_title(f"{info.label} {info.modes[mode].label}", fontsize=9)
+            ratio = over_median(rows)
+            keep = rows["iteration"] < first
+            compiled = FRAMEWORKS[pair[0]].modes[pair[1]].compiled
+            ax.plot(rows.loc[keep, "iteration"], ratio[keep], marker=".", ms=3, lw=1,
+                    ls="-" if compiled else "--", color=colours[pair],
+                    label=tables.column_label(*pair))
+        ax.set_title(line_label(model, task, len({t for _, t in shown}) > 1))
         ax.set_yscale("log")
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for row in axes:
-        row[0].set_ylabel("step time (ms)")
-    # Every line in the legend, also those missing from the first panel (a failed cell).
-    handles = [Patch(color="0.9", label="warm-up")] + [
-        Line2D([], [], color=colour, marker=".", lw=1, label=line_label(m, t, several_tasks))
-        for (m, t), colour in colours.items()
-    ]
-    figure_legend(fig, [], extra=[(h.get_label(), h) for h in handles])
-    fig.suptitle(
-        f"First {first} iterations, seed {seed}, {fmt.block(device, threads)}", fontsize=9
-    )
+        row[0].set_ylabel("step / median step")
+    figure_legend(fig, axes.flat, columns=3)
+    title(fig, f"First {first} iterations over the median measured step, seed {seed}, "
+               f"{block_text(block)} (solid: compiled modes, dashed: eager)")
     finish(fig)
     return fig
 
@@ -255,59 +320,55 @@ def jacobian_tasks() -> list[str]:
 
 
 def jacobian_data(summary: pd.DataFrame, cells: pd.DataFrame | None):
-    """Mean step times of the Jacobian cells (first condition), and the cells not completed."""
-    steps = summary[(summary["quantity"] == "step_s") & summary["task"].isin(jacobian_tasks())]
+    """Mean step times of the Jacobian cells of the figure's tables (first block), and the
+    cells not completed."""
+    models = {m for t in plotting.figure_tables("jacobians") for m in t.models}
+    steps = summary[(summary["quantity"] == "step_s") & summary["task"].isin(jacobian_tasks())
+                    & summary["model"].isin(models)]
     wanted = (
-        cells[cells["task"].isin(jacobian_tasks())]
+        cells[cells["task"].isin(jacobian_tasks()) & cells["model"].isin(models)]
         if cells is not None
         else steps.drop(columns=[c for c in steps.columns if c.endswith("_s")])
     )
     if wanted.empty:
         return steps, wanted, None
-    device, threads = selection.first_condition(wanted)
-    keep = lambda df: df[(df["device"] == device) & (df["threads"] == threads)]  # noqa: E731
-    return keep(steps), keep(wanted), (device, threads)
+    block = dict(zip(selection.block_columns(wanted), selection.first_condition(wanted)))
+    keep = lambda df: df[(df[list(block)] == pd.Series(block)).all(axis=1)]  # noqa: E731
+    return keep(steps), keep(wanted), block
 
 
 def plot_jacobians(
     summary: pd.DataFrame,
     cells: pd.DataFrame | None,
-    found: stats.Replicates = NO_INTERVALS,
+    found: dict = NO_INTERVALS,
     confidence: float = 0.95,
     published: dict | None = None,
 ):
-    """One panel per model; with `published` (read_published), a last slot per panel with the
-    study's published means, each in its mode's colour (the study did not say how it computed
-    its Jacobians, so they stand apart from both of our tasks)."""
+    """The study's Jacobian tables (plotting.figure_tables), a panel per model; with
+    `published` (read_published), a last slot per panel with the study's published means,
+    each in its mode's colour (the study did not say how it computed its Jacobians, so they
+    stand apart from both of our tasks)."""
     steps, wanted, condition = jacobian_data(summary, cells)
     study = study_rows("jacobians", published or {})
     models = [m for m in MODELS if m in set(wanted["model"])]
     if not models:
-        return notice("No output-Jacobian cell was measured in this run.")
+        return notice("No output-Jacobian condition of the study's tables was measured in "
+                      "this run.")
     pairs = pairs_present(wanted)
-    columns = min(3, len(models))
-    n_rows = -(-len(models) // columns)
-    fig, axes = plt.subplots(
-        n_rows, columns, figsize=(3.3 * columns, 2.6 * n_rows + 0.6), squeeze=False
-    )
-    for ax in axes.flat[len(models) :]:
-        ax.set_visible(False)
+    colours = mode_colours(cells if cells is not None else wanted)
+    fig, axes = grid(len(models), 3, 2.2, 1.3)
     for ax, model in zip(axes.flat, models):
-        ticks = jacobian_panel(ax, model, steps, wanted, pairs, found, confidence)
-        study_slot(ax, study[study["model"] == model], pairs, ticks)
+        ticks = jacobian_panel(ax, model, steps, wanted, pairs, found, confidence, colours)
+        study_slot(ax, study[study["model"] == model], pairs, ticks, colours)
     figure_legend(fig, axes.flat, extra=study_key(axes.flat))
-    device, threads = condition
-    fig.suptitle(
-        f"Output Jacobians: mean step time, {fmt.block(device, threads)}"
-        f"{processes_text(wanted)}; n/a: not measured",
-        fontsize=9,
-    )
+    title(fig, f"The Jacobians of the study's tables: mean step, {confidence:.0%} intervals, "
+               f"{block_text(condition)}{processes_text(wanted)}; n/a: not measured")
     finish(fig)
     return fig
 
 
 def jacobian_panel(
-    ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pairs, found, confidence
+    ax, model: str, steps: pd.DataFrame, wanted: pd.DataFrame, pairs, found, confidence, colours
 ) -> list[str]:
     """A model's panel: per task a slot, per (framework, mode) a point; its tick labels."""
     tasks = [t for t in jacobian_tasks() if t in set(wanted.loc[wanted["model"] == model, "task"])]
@@ -331,19 +392,16 @@ def jacobian_panel(
                 if len(ran):  # in the grid but not completed: say so instead of a gap
                     na_text(ax, x)
                 continue
-            draw_point(
-                ax,
-                x,
-                *interval_ms(found, row.iloc[0], confidence),
-                colour=f"C{i}",
-                label=tables.column_label(framework, mode),
-            )
+            draw_point(ax, x, *interval_ms(found, row.iloc[0], confidence),
+                       colour=colours[(framework, mode)],
+                       label=tables.column_label(framework, mode))
     ax.set_xticks(range(len(tasks)))
-    ax.set_xticklabels([task_tick(t) for t in tasks], fontsize=7)
+    ax.set_xticklabels([task_tick(t) for t in tasks])
     ax.set_xlim(-0.5, len(tasks) - 0.5)
     ax.set_yscale("log")
-    ax.set_title(model_label(model), fontsize=9)
-    ax.set_ylabel("step (ms)", fontsize=8)
+    ax.set_title(model_label(model))
+    if ax.get_subplotspec().is_first_col():
+        ax.set_ylabel("step (ms)")
     return [task_tick(t) for t in tasks]
 
 
@@ -351,14 +409,14 @@ def study_rows(figure: str, published: dict) -> pd.DataFrame:
     """The study's published rows of the tables a figure draws, their mean in ms."""
     frames = [
         published_ms(t, published[t.name])
-        for t in tables.tables_drawn_in(figure)
+        for t in plotting.figure_tables(figure)
         if t.name in published
     ]
     columns = ["model", "framework", "mode", "mean_ms"]
     return pd.concat(frames)[columns] if frames else pd.DataFrame(columns=columns)
 
 
-def study_slot(ax, study: pd.DataFrame, pairs, ticks: list[str]) -> None:
+def study_slot(ax, study: pd.DataFrame, pairs, ticks: list[str], colours) -> None:
     """A last slot of a Jacobian panel: the study's published mean of each mode drawn, an
     open diamond in the mode's colour."""
     drawn = [
@@ -370,17 +428,10 @@ def study_slot(ax, study: pd.DataFrame, pairs, ticks: list[str]) -> None:
     width = 0.8 / len(pairs)
     for i, (framework, mode) in drawn:
         mine = study[(study["framework"] == framework) & (study["mode"] == mode)]["mean_ms"]
-        ax.plot(
-            slot - 0.4 + width * (i + 0.5),
-            mine.iloc[0],
-            "D",
-            mfc="none",
-            ms=5,
-            color=f"C{i}",
-            label=STUDY,
-        )
+        ax.plot(slot - 0.4 + width * (i + 0.5), mine.iloc[0], "D", mfc="none", ms=5,
+                color=colours[(framework, mode)], label=STUDY)
     ax.set_xticks(range(slot + 1))
-    ax.set_xticklabels(ticks + [STUDY_TICK], fontsize=7)
+    ax.set_xticklabels(ticks + [STUDY_TICK])
     ax.set_xlim(-0.5, slot + 0.5)
 
 
@@ -405,60 +456,42 @@ def frameworks_data(summary: pd.DataFrame, cells: pd.DataFrame):
     mine = cells[cells["model"].isin(table.models) & cells["task"].isin(table.tasks)]
     if mine.empty:
         return mine, mine, None
-    device, threads = selection.first_condition(mine)
-    mine = mine[(mine["device"] == device) & (mine["threads"] == threads)]
-    steps = summary[
+    block = selection.first_block_key(mine)
+    mine = selection.in_block(mine, block)
+    steps = selection.in_block(summary[
         (summary["quantity"] == table.quantity)
         & summary["model"].isin(table.models)
         & summary["task"].isin(table.tasks)
-        & (summary["device"] == device)
-        & (summary["threads"] == threads)
-    ]
-    return steps, mine, (device, threads)
+    ], block)
+    return steps, mine, block
+
+
+FIRST_STEP = "time to first step (range over processes)"
 
 
 def plot_frameworks(
     summary: pd.DataFrame,
     cells: pd.DataFrame,
-    found: stats.Replicates = NO_INTERVALS,
+    found: dict = NO_INTERVALS,
     confidence: float = 0.95,
 ):
     steps, mine, condition = frameworks_data(summary, cells)
-    models = [m for m in frameworks_table().models if m in set(mine["model"])]
+    models = [m for m in frameworks_table().models if m in set(mine["model"])][:MAX_PANELS]
     if not models:
-        return notice("No cell of the frameworks table was measured in this run.")
+        return notice("No condition of the frameworks table was measured in this run.")
     pairs = pairs_present(mine)
-    fig, axes = panel_grid(len(models), len(pairs), row_inches=0.9, extra_inches=0.5,
-                           sharey=True)
+    colours = mode_colours(cells)
+    fig, axes = grid(len(models), 2, 0.16 * len(pairs) + 0.7, 1.2, sharey=True)
     for ax, model in zip(axes.flat, models):
-        frameworks_panel(ax, model, steps, mine, pairs, found, confidence)
-    figure_legend(fig, axes.flat)
-    device, threads = condition
-    fig.suptitle(
-        "Every framework and mode: step and time to first step, "
-        f"{fmt.block(device, threads)}{processes_text(mine)}; n/a: not measured",
-        fontsize=9,
-    )
+        frameworks_panel(ax, model, steps, mine, pairs, found, confidence, colours)
+    figure_legend(fig, axes.flat, columns=3)
+    title(fig, f"Every framework and mode: mean step and time to first step, "
+               f"{block_text(condition)}{processes_text(mine)}; n/a: not measured")
     finish(fig)
     return fig
 
 
-def panel_grid(n_panels: int, n_series: int, row_inches: float, extra_inches: float,
-               **share):
-    """A panel per model, two columns, each panel a row per series drawn (0.22 in each) plus
-    `row_inches`; the unused panels hidden."""
-    columns = min(2, n_panels)
-    n_rows = -(-n_panels // columns)
-    fig, axes = plt.subplots(
-        n_rows, columns, squeeze=False, **share,
-        figsize=(3.6 * columns, (0.22 * n_series + row_inches) * n_rows + extra_inches),
-    )
-    for ax in axes.flat[n_panels:]:
-        ax.set_visible(False)
-    return fig, axes
-
-
-def frameworks_panel(ax, model: str, steps, mine, pairs, found, confidence) -> None:
+def frameworks_panel(ax, model: str, steps, mine, pairs, found, confidence, colours) -> None:
     ok = mine[(mine["model"] == model) & (mine["status"] == "ok")]
     for y, (framework, mode) in enumerate(pairs):
         row = steps[
@@ -466,27 +499,24 @@ def frameworks_panel(ax, model: str, steps, mine, pairs, found, confidence) -> N
         ]
         first = ok[(ok["framework"] == framework) & (ok["mode"] == mode)]
         if row.empty:  # in the grid but not completed, or not in the grid
-            ax.text(0.01, y, "n/a", va="center", fontsize=6, transform=ax.get_yaxis_transform())
+            ax.text(0.01, y, "n/a", va="center", fontsize=SMALL_PT,
+                    transform=ax.get_yaxis_transform())
             continue
-        draw_point(
-            ax, y, *interval_ms(found, row.iloc[0], confidence), "C0", "mean step", across=True
-        )
-        if "time_to_first_step_s" in first and first["time_to_first_step_s"].notna().any():
-            ax.plot(
-                first["time_to_first_step_s"].mean() * MS,
-                y,
-                marker="|",
-                ms=9,
-                color="k",
-                linestyle="none",
-                label="time to first step",
-            )
+        draw_point(ax, y, *interval_ms(found, row.iloc[0], confidence),
+                   colour=colours[(framework, mode)],
+                   label=tables.column_label(framework, mode), across=True)
+        times = first["time_to_first_step_s"].dropna() * MS if "time_to_first_step_s" in first \
+            else pd.Series(dtype=float)
+        if len(times):
+            mean = times.mean()
+            ax.errorbar(mean, y, xerr=[[mean - times.min()], [times.max() - mean]], fmt="|",
+                        ms=9, capsize=0, color="k", label=FIRST_STEP)
     ax.set_yticks(range(len(pairs)))
-    ax.set_yticklabels([tables.column_label(f, m) for f, m in pairs], fontsize=6)
-    ax.invert_yaxis()
+    ax.set_yticklabels([tables.column_label(f, m) for f, m in pairs])
+    ax.set_ylim(len(pairs) - 0.5, -0.5)
     ax.set_xscale("log")
-    ax.set_xlabel("ms", fontsize=8)
-    ax.set_title(model_label(model), fontsize=9)
+    ax.set_xlabel("ms")
+    ax.set_title(model_label(model))
 
 
 # ----------------------------------------------------------------------------- the study's MLPs
@@ -510,32 +540,30 @@ def plot_study_backward(
     summary: pd.DataFrame,
     cells: pd.DataFrame,
     published: dict,
-    found: stats.Replicates = NO_INTERVALS,
+    found: dict = NO_INTERVALS,
     confidence: float = 0.95,
 ):
-    """The study's MLP backward tables (tables.tables_drawn_in("mlp_backward")), a panel
+    """The study's MLP backward tables (plotting.figure_tables("mlp_backward")), a panel
     each: per model and (framework, mode) our mean with its interval and, beside it, the
-    study's published mean (an open diamond)."""
-    drawn = [t for t in tables.tables_drawn_in("mlp_backward") if len(table_rows(cells, t))]
+    study's published mean (an open diamond in the mode's colour)."""
+    drawn = [t for t in plotting.figure_tables("mlp_backward") if len(table_rows(cells, t))]
     if not drawn:
-        return notice("No cell of the study's MLP backward tables was measured in this run.")
-    device, threads = selection.first_condition(pd.concat([table_rows(cells, t) for t in drawn]))
-    block = lambda df: df[(df["device"] == device) & (df["threads"] == threads)]  # noqa: E731
-    fig, axes = plt.subplots(1, len(drawn), figsize=(3.6 * len(drawn), 3.2), squeeze=False)
-    colours = {pair: f"C{i}" for i, pair in enumerate(selection.pairs())}  # same in each panel
+        return notice("No condition of the study's MLP backward tables was measured in this "
+                      "run.")
+    block = selection.first_block_key(pd.concat([table_rows(cells, t) for t in drawn]))
+    in_block = lambda df: selection.in_block(df, block)  # noqa: E731
+    fig, axes = grid(len(drawn), 2, 2.4, 1.2)
+    colours = mode_colours(cells)
     for ax, table in zip(axes.flat, drawn):
-        mine = block(table_rows(cells, table))
-        steps = block(table_rows(summary[summary["quantity"] == table.quantity], table))
+        mine = in_block(table_rows(cells, table))
+        steps = in_block(table_rows(summary[summary["quantity"] == table.quantity], table))
         study = published_ms(table, published.get(table.name, pd.DataFrame()))
         study_panel(ax, table, mine, steps, study, colours, found, confidence)
-    figure_legend(fig, axes.flat)
-    fig.suptitle(
-        f"The study's MLP backward tables: ours (mean, {confidence:.0%} interval) beside "
-        f"the study's published mean; {fmt.block(device, threads)}"
-        f"{processes_text(block(pd.concat([table_rows(cells, t) for t in drawn])))}; "
-        "n/a: not measured",
-        fontsize=8,
-    )
+    figure_legend(fig, axes.flat, extra=study_key(axes.flat), columns=3)
+    title(fig, f"The study's MLP backward tables: our mean with its {confidence:.0%} interval "
+               f"beside the study's published mean; {block_text(block)}"
+               f"{processes_text(in_block(pd.concat([table_rows(cells, t) for t in drawn])))}"
+               "; n/a: not measured")
     finish(fig)
     return fig
 
@@ -556,26 +584,21 @@ def study_panel(ax, table, mine, steps, study, colours, found, confidence) -> No
             ]
             row = where(steps)
             if len(row):
-                draw_point(
-                    ax,
-                    x - width / 6,
-                    *interval_ms(found, row.iloc[0], confidence),
-                    colour=colours[(framework, mode)],
-                    label=tables.column_label(framework, mode),
-                )
+                draw_point(ax, x - width / 6, *interval_ms(found, row.iloc[0], confidence),
+                           colour=colours.get((framework, mode), "k"),
+                           label=tables.column_label(framework, mode))
             elif len(where(mine)):  # in the grid, not completed
                 na_text(ax, x)
             theirs = where(study)["mean_ms"].dropna()
             if len(theirs):
-                ax.plot(
-                    x + width / 6, theirs.iloc[0], "D", mfc="none", color="k", ms=5, label=STUDY
-                )
+                ax.plot(x + width / 6, theirs.iloc[0], "D", mfc="none", ms=5,
+                        color=colours.get((framework, mode), "k"), label=STUDY)
     ax.set_xticks(range(len(models)))
-    ax.set_xticklabels([textwrap.fill(model_label(m), 10) for m in models], fontsize=7)
+    ax.set_xticklabels([textwrap.fill(model_label(m), 10) for m in models])
     ax.set_xlim(-0.5, len(models) - 0.5)
     ax.set_yscale("log")
-    ax.set_title(textwrap.fill(f"{spec_cited(table)}: {table.title}", 40), fontsize=8)
-    ax.set_ylabel(f"{QUANTITY_AXIS[table.quantity]} (ms)", fontsize=8)
+    ax.set_title(textwrap.fill(f"{spec_cited(table)}: {table.title}", 48))
+    ax.set_ylabel(f"{QUANTITY_AXIS[table.quantity]} (ms)")
 
 
 QUANTITY_AXIS = {"backward_s": "backward pass", "step_s": "whole step", "forward_s": "forward"}
@@ -586,17 +609,9 @@ def spec_cited(table) -> str:
 
 
 def na_text(ax, x: float) -> None:
-    """'n/a' at a slot of a panel whose cell is in the grid but did not complete."""
-    ax.text(
-        x,
-        0.02,
-        "n/a",
-        rotation=90,
-        ha="center",
-        va="bottom",
-        fontsize=6,
-        transform=ax.get_xaxis_transform(),
-    )
+    """'n/a' at a slot of a panel whose condition is in the grid but did not complete."""
+    ax.text(x, 0.02, "n/a", rotation=90, ha="center", va="bottom", fontsize=SMALL_PT,
+            transform=ax.get_xaxis_transform())
 
 
 # ----------------------------------------------------------------------------- Hypothesis 0
@@ -610,10 +625,10 @@ def hypothesis0_pairs(summary: pd.DataFrame, cells: pd.DataFrame):
     mine = table_rows(cells, table) if table is not None else cells.iloc[0:0]
     if mine.empty:
         return table, [], [], None
-    device, threads = selection.first_condition(mine)
-    mine = mine[(mine["device"] == device) & (mine["threads"] == threads)]
+    block = selection.first_block_key(mine)
+    mine = selection.in_block(mine, block)
     steps = table_rows(summary[summary["quantity"] == table.quantity], table)
-    steps = steps[(steps["device"] == device) & (steps["threads"] == threads)]
+    steps = selection.in_block(steps, block)
     first, second = tables.ratio_tasks(table)
     both, missing = [], []
     for model in (m for m in table.models if m in set(mine["model"])):
@@ -634,13 +649,13 @@ def hypothesis0_pairs(summary: pd.DataFrame, cells: pd.DataFrame):
                 both.append((model, pair, by_task[first].iloc[0], by_task[second].iloc[0]))
             elif {first, second} <= set(in_grid):  # both asked for, one not completed
                 missing.append((model, pair))
-    return table, both, missing, (device, threads)
+    return table, both, missing, block
 
 
 def plot_hypothesis0(
     summary: pd.DataFrame,
     cells: pd.DataFrame,
-    found: stats.Replicates = NO_INTERVALS,
+    found: dict = NO_INTERVALS,
     confidence: float = 0.95,
 ):
     """The loss Jacobian against one backward pass, per model and (framework, mode), each
@@ -649,66 +664,57 @@ def plot_hypothesis0(
     if not both:
         return notice("No condition of Hypothesis 0 measured both its tasks in this run.")
     first, second = tables.ratio_tasks(table)
-    colours = {pair: f"C{i}" for i, pair in enumerate(selection.pairs())}
-    n_series = len({pair for _, pair, _, _ in both}) + 1  # and the line of equality
-    fig, ax = plt.subplots(figsize=(5.2, 4.0 + 0.2 * -(-n_series // 4)))
-    by_model: dict[str, list] = {}
+    colours = mode_colours(cells)
+    models = list(dict.fromkeys(model for model, *_ in both))
+    markers = dict(zip(models, MODEL_MARKERS))
+    fig, ax = plt.subplots(figsize=(5.2, 5.0))
     for model, pair, x_row, y_row in both:
-        x, x_low, x_high = interval_ms(found, x_row, confidence)
-        y, y_low, y_high = interval_ms(found, y_row, confidence)
+        x, x_low, x_high, x_basis = interval_ms(found, x_row, confidence)
+        y, y_low, y_high, y_basis = interval_ms(found, y_row, confidence)
+        one = ONE_PROCESS in (x_basis, y_basis)
         ax.errorbar(
-            x,
-            y,
-            fmt="o",
-            ms=4,
-            capsize=2,
-            color=colours[pair],
-            label=tables.column_label(*pair),
+            x, y, fmt=markers[model], ms=5, capsize=2, color=colours[pair],
+            mfc="white" if one else colours[pair],
             xerr=None if pd.isna(x_low) else [[x - x_low], [x_high - x]],
             yerr=None if pd.isna(y_low) else [[y - y_low], [y_high - y]],
         )
-        by_model.setdefault(model, []).append((x, y))
+        ax._adbench_bases = getattr(ax, "_adbench_bases", set()) | {
+            ONE_PROCESS if one else comparisons.PROCESSES}
     ax.set_xscale("log")
     ax.set_yscale("log")
-    name_models(ax, by_model)
     low, high = equality_span(ax)
     ax.plot([low, high], [low, high], color="0.5", lw=1, ls="--", label=EQUALITY)
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
-    ax.set_xlabel(f"{task_label(first)}: mean step (ms)", fontsize=8)
-    ax.set_ylabel(f"{task_label(second)}: mean step (ms)", fontsize=8)
-    figure_legend(fig, [ax])
-    device, threads = condition
-    shown = cells[(cells["device"] == device) & (cells["threads"] == threads)]
-    fig.suptitle(
-        textwrap.fill(
-            f"Hypothesis 0: the loss Jacobian against one backward pass, {confidence:.0%} "
-            f"intervals, {fmt.block(device, threads)}{processes_text(table_rows(shown, table))}"
-            + (
-                f"; n/a: {len(missing)} (model, mode) in the grid without both tasks measured"
-                if missing
-                else ""
-            ),
-            80,
-        ),
-        fontsize=8,
-    )
+    ax.set_xlabel(f"{task_label(first)}: mean step (ms)")
+    ax.set_ylabel(f"{task_label(second)}: mean step (ms)")
+    figure_legend(fig, [ax], extra=model_keys(markers) + mode_keys(
+        [pair for _, pair, *_ in both], colours), columns=3)
+    shown = selection.in_block(cells, condition)
+    title(fig, f"Hypothesis 0: the loss Jacobian against one backward pass, {confidence:.0%} "
+               f"intervals, {block_text(condition)}{processes_text(table_rows(shown, table))}"
+               + (f"; n/a: {len(missing)} (model, mode) in the grid without both tasks "
+                  "measured" if missing else ""))
     finish(fig)
     return fig
 
 
-def name_models(ax, by_model: dict) -> None:
-    """Each model's name once, beside its points (at their geometric centre)."""
-    for model, points in by_model.items():
-        xs, ys = zip(*points)
-        ax.annotate(
-            model_label(model) if model in MODELS else model,
-            (max(xs), min(ys)),
-            xytext=(4, -8),
-            textcoords="offset points",
-            fontsize=6,
-            color="0.3",
-        )
+# A marker per model where a figure tells models apart by shape (its colours are the modes').
+MODEL_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "8", "d")
+
+
+def model_keys(markers: dict) -> list:
+    """The legend's key of each model's marker, neutral grey."""
+    return [(model_label(m) if m in MODELS else m,
+             Line2D([], [], marker=marker, ms=5, color="0.4", ls="none"))
+            for m, marker in markers.items()]
+
+
+def mode_keys(pairs, colours: dict) -> list:
+    """The legend's key of each mode's colour, once, in spec order."""
+    drawn = set(pairs)
+    return [(tables.column_label(*p), Line2D([], [], color=colours[p], lw=3))
+            for p in spec.pairs() if p in drawn]
 
 
 def equality_span(ax) -> tuple[float, float]:
@@ -719,114 +725,103 @@ def equality_span(ax) -> tuple[float, float]:
 
 # ----------------------------------------------------------------------------- memory
 MB = 1 / 2**20  # bytes -> MiB
-MEMORY_SERIES = {  # tables.memory_table column -> what it is, as the legend says it
-    "peak_over_baseline_bytes": ("o", "peak added by the measured loop"),
-    "held_after_step_bytes": ("s", "resident after the last step"),
-    "device_peak_allocated_bytes": ("^", "device peak allocated"),
-    "device_process_bytes": ("v", "held by the process on its GPU"),
+MEMORY_TASK = "backward"  # the figure's task: a training step (the table gives every task)
+# tables.memory_table column -> (what it is, as the panel's title says it, each cell's value
+# from cells.parquet's fields: the range over a condition's cells).
+MEMORY_SERIES = {
+    "peak_over_baseline_bytes": ("peak added by the measured loop",
+                                 lambda c: c["rss_peak_bytes"] - c["rss_baseline_bytes"]),
+    "held_after_step_bytes": ("resident after the last step",
+                              lambda c: c["rss_after_step_bytes"]),
+    "device_peak_allocated_bytes": ("device peak allocated",
+                                    lambda c: c.get("peak_device_memory_bytes")),
+    "device_process_bytes": ("held by the process on its GPU",
+                             lambda c: c.get("device_process_bytes")),
 }
 
 
+def memory_ranges(cells: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per condition the smallest and largest of a memory quantity over its cells."""
+    values = MEMORY_SERIES[column][1](cells)
+    if values is None:
+        return pd.DataFrame(columns=[*tables.MEMORY_KEYS, "low", "high"])
+    ok = cells.assign(value=pd.to_numeric(values, errors="coerce"))
+    ok = ok[(ok["status"] == "ok") & ok["value"].notna()]
+    grouped = ok.groupby(tables.MEMORY_KEYS, observed=True)["value"]
+    return grouped.agg(low="min", high="max").reset_index()
+
+
 def plot_memory(cells: pd.DataFrame):
-    """Per model a panel, per (framework, mode) a row: the measured loop's peak resident
-    memory over the process's before it, the memory still resident after its last step, and
-    a CUDA cell's peak allocated device memory and the GPU memory its process holds
-    (tables.memory_table), MiB, log scale."""
+    """The backward step's memory per model: a panel per quantity recorded, a point per
+    (framework, mode) at the median over its cells with their range, MiB, log scale."""
     memory = tables.memory_table(cells)
     if memory.empty:
         return notice("No cell of this run recorded its memory.")
-    device, threads = selection.first_condition(memory)
-    memory = memory[(memory["device"] == device) & (memory["threads"] == threads)]
-    grid = cells[(cells["device"] == device) & (cells["threads"] == threads)]
-    models = [m for m in MODELS if m in set(memory["model"])]
-    pairs = pairs_present(grid[grid["model"].isin(models)])
-    # two columns: the MiB axis needs its width
-    fig, axes = panel_grid(len(models), len(pairs), row_inches=1.0, extra_inches=0.8,
-                           sharex=True)
-    for ax, model in zip(axes.flat, models):
-        memory_panel(ax, model, memory[memory["model"] == model], grid, pairs)
-    figure_legend(fig, axes.flat, columns=2)  # its labels are long
-    fig.suptitle(
-        f"Memory per cell, median over processes, {fmt.block(device, threads)}"
-        f"{processes_text(grid)}; n/a: not measured",
-        fontsize=9,
-    )
+    block = selection.first_block_key(memory)
+    memory = selection.in_block(memory, block)
+    task = MEMORY_TASK if (memory["task"] == MEMORY_TASK).any() else memory["task"].iloc[0]
+    memory = memory[memory["task"] == task]
+    grid_cells = selection.in_block(cells, block)
+    grid_cells = grid_cells[grid_cells["task"] == task]
+    models = [m for m in MODELS if m in set(grid_cells["model"])]
+    pairs = pairs_present(grid_cells)
+    columns = [c for c in MEMORY_SERIES if c in memory and memory[c].notna().any()]
+    colours = mode_colours(cells)
+    fig, axes = grid(len(columns), 2, 0.17 * len(models) + 0.8, 1.2, sharey=True)
+    for ax, column in zip(axes.flat, columns):
+        ranges = memory_ranges(grid_cells, column)
+        memory_panel(ax, column, memory, ranges, grid_cells, models, pairs, colours)
+    figure_legend(fig, axes.flat, columns=3)
+    title(fig, f"Memory of the {task_label(task)} step, median over a condition's cells "
+               f"with their range, {block_text(block)}{processes_text(grid_cells)}; "
+               "n/a: not measured")
     finish(fig)
     return fig
 
 
-def memory_panel(ax, model: str, memory: pd.DataFrame, grid: pd.DataFrame, pairs) -> None:
-    tasks = [t for t in TASKS if t in set(grid.loc[grid["model"] == model, "task"])]
-    step = 0.7 / max(1, len(tasks))
-    for y, pair in enumerate(pairs):
-        for k, task in enumerate(tasks):
+def memory_panel(ax, column, memory, ranges, grid_cells, models, pairs, colours) -> None:
+    step = 0.7 / max(1, len(pairs))
+    for y, model in enumerate(models):
+        for k, pair in enumerate(pairs):
             at = y - 0.35 + step * (k + 0.5)
-            row = memory[
-                (memory["framework"] == pair[0])
-                & (memory["mode"] == pair[1])
-                & (memory["task"] == task)
-            ]
-            if row.empty:
-                if (
-                    (grid["model"] == model)
-                    & (grid["framework"] == pair[0])
-                    & (grid["mode"] == pair[1])
-                    & (grid["task"] == task)
-                ).any():
-                    ax.text(
-                        0.01,
-                        at,
-                        "n/a",
-                        va="center",
-                        fontsize=5,
-                        transform=ax.get_yaxis_transform(),
-                    )
+            where = lambda df: df[(df["model"] == model) & (df["framework"] == pair[0])  # noqa
+                                  & (df["mode"] == pair[1])]
+            row = where(memory)
+            if row.empty or pd.isna(row.iloc[0][column]):
+                if len(where(grid_cells)):
+                    ax.text(0.01, at, "n/a", va="center", fontsize=SMALL_PT,
+                            transform=ax.get_yaxis_transform())
                 continue
-            memory_points(ax, row.iloc[0], at, f"C{list(TASKS).index(task)}", task)
-    ax.set_yticks(range(len(pairs)))
-    ax.set_yticklabels([tables.column_label(*p) for p in pairs], fontsize=6)
-    ax.set_ylim(len(pairs) - 0.5, -0.5)
+            memory_point(ax, float(row.iloc[0][column]) * MB, where(ranges), at,
+                         colours[pair], tables.column_label(*pair))
+    ax.set_yticks(range(len(models)))
+    ax.set_yticklabels([model_label(m) for m in models])
+    ax.set_ylim(len(models) - 0.5, -0.5)
     ax.set_xscale("log")
-    ax.set_xlabel("MiB", fontsize=8)
-    ax.set_title(model_label(model), fontsize=9)
+    ax.set_xlabel("MiB")
+    ax.set_title(MEMORY_SERIES[column][0])
 
 
-def memory_points(ax, row, at: float, colour: str, task: str) -> None:
-    """A condition's memory series as points; a peak of nothing over the baseline (0 or
-    less) cannot sit on a log axis and is written '0' at the axis' left end."""
-    for column, (marker, what) in MEMORY_SERIES.items():
-        value = row[column] * MB if pd.notna(row[column]) else None
-        if value is None:
-            continue
-        label = f"{task_label(task)}: {what}"
-        if value <= 0:
-            ax.text(
-                0.01,
-                at,
-                "0",
-                va="center",
-                fontsize=5,
-                color=colour,
-                transform=ax.get_yaxis_transform(),
-            )
-            continue
-        ax.plot(
-            value,
-            at,
-            marker,
-            color=colour,
-            ms=4,
-            linestyle="none",
-            label=label,
-            mfc=colour if marker == "o" else "none",
-        )
+def memory_point(ax, value: float, spread: pd.DataFrame, at: float, colour, label) -> None:
+    """A condition's median with its range over cells; a peak of nothing over the baseline
+    (0 or less) cannot sit on a log axis and is written '0' at the axis' left end."""
+    if value <= 0:
+        ax.text(0.01, at, "0", va="center", fontsize=SMALL_PT, color=colour,
+                transform=ax.get_yaxis_transform())
+        return
+    error = None
+    if len(spread):
+        low, high = (max(float(spread.iloc[0][k]) * MB, 1e-9) for k in ("low", "high"))
+        error = [[max(value - low, 0)], [max(high - value, 0)]]
+    ax.errorbar(value, at, xerr=error, fmt="o", ms=4, capsize=2, color=colour, label=label)
 
 
 # ----------------------------------------------------------------------------- CLI
 def save(fig, paths: list[str]) -> None:
+    """At the figure's own size (no cropping): the paper prints it at that size."""
     for path in paths:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        fig.savefig(path, dpi=150)
     plt.close(fig)
 
 
@@ -875,7 +870,8 @@ def parse_args(argv=None):
     p.add_argument(
         "--cells", help="cells.parquet: cells not completed, times to first step, " "memory"
     )
-    p.add_argument("--bootstrap", help="bootstrap.parquet: the points' intervals (none without)")
+    p.add_argument("--conditions", help="conditions.parquet (compare.py): the points' intervals "
+                   "(none without)")
     p.add_argument("--confidence", type=float, default=0.95, help="the intervals' level")
     p.add_argument("--published", help="report/published: the study's numbers (MLP figure)")
     for name, what in FIGURES.items():
@@ -899,8 +895,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     save(plot(pd.read_parquet(args.iterations), args.first), args.out)
     found = (
-        stats.replicates_by_condition(pd.read_parquet(args.bootstrap), "mean")
-        if args.bootstrap
+        comparisons.estimates(pd.read_parquet(args.conditions), "mean")
+        if args.conditions
         else NO_INTERVALS
     )
     cells = pd.read_parquet(args.cells) if args.cells else None

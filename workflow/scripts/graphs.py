@@ -48,12 +48,14 @@ def torch_graph(model: str) -> graphs.Graph:
     """The autograd graph of the model's loss on one batch, built by the torch backend."""
     import torch
 
-    backend = backends.load("torch")
+    from adbench.backends.torch_backend import models
+
     workload, cpu = graph_workload(model), torch.device("cpu")
-    net, _ = backend.build(workload.spec, spec.make_params(workload), cpu, torch.float32)
+    net, _ = models.build(workload.spec, spec.make_params(workload), cpu, torch.float32)
     batch = spec.make_batches(workload)[0]
-    # The backend's own pairing (torch_backend.prepare): the model's aux is h0 or the targets.
-    args = [backend._tensor(batch[k], cpu, torch.float32)
+    # The backend's own pairing (torch_backend.tasks.prepare): the model's aux is h0 or the
+    # targets.
+    args = [models.as_tensor(batch[k], cpu, torch.float32)
             for k in ("x", "h0" if "h0" in batch else "y")]
     names = {id(p): name for name, p in net.model.named_parameters()}
     return graphs.autograd_graph(net(*args), names)
@@ -64,15 +66,17 @@ def tensorflow_graph(model: str) -> graphs.Graph:
     it: one tf.function of the backend's backward task, traced on one batch."""
     import tensorflow as tf
 
-    backend = backends.load("tensorflow")
+    from adbench.backends.tensorflow_backend import models, tasks
+
     workload = graph_workload(model)
     with tf.device("/CPU:0"):
-        built = backend.build_model(workload.spec)
-        backend.load_params(built, spec.make_params(workload))
-        batch = backend._device_batch(spec.make_batches(workload)[0], workload.spec, built,
-                                      "float32")
-        task = backend.make_task(workload, built, "float32")
-    def step(b):  # as the backend's graph mode (tensorflow_backend.prepare)
+        built = models.build_model(workload.spec)
+        models.load_params(built, spec.make_params(workload))
+        batch = models.device_batch(spec.make_batches(workload)[0], workload.spec, built,
+                                    "float32")
+        task = tasks.make_task(workload, built, "float32")
+
+    def step(b):  # as the backend's graph mode (tensorflow_backend.tasks.prepare)
         return task.derive(task.forward(b))
 
     return graphs.traced_graph(tf.function(step).get_concrete_function(batch).graph)
@@ -134,17 +138,20 @@ def draw(walked_files: list[Path], out_dir: Path) -> None:
     for path in walked_files:
         found = json.loads(path.read_text())
         walked[found["framework"]] = found
-    for framework in graphs.GRAPH_FRAMEWORKS:
-        _draw_figure(dot, walked.get(framework, {}), framework, out_dir)
+    shown = {framework: _draw_figure(dot, walked.get(framework, {}), framework, out_dir)
+             for framework in graphs.GRAPH_FRAMEWORKS}
     graphs.write_nodes_csv(graphs.node_rows(walked), out_dir / graphs.NODES_CSV)
     version = {"command": "dot -V", "dot": dot, "version": graphs.dot_version(dot),
-               "frameworks": {f: w.get("versions") for f, w in walked.items()}}
+               "frameworks": {f: w.get("versions") for f, w in walked.items()},
+               "shown": shown}
     (out_dir / graphs.GRAPHVIZ_JSON).write_text(json.dumps(version, indent=2) + "\n")
     log(f"wrote {out_dir} with {version['version']}")
 
 
-def _draw_figure(dot: str, found: dict, framework: str, out_dir: Path) -> None:
-    """The figure model's DOT, PDF and PNG; where the walk failed, a graph saying why."""
+def _draw_figure(dot: str, found: dict, framework: str, out_dir: Path) -> tuple[int, int]:
+    """The figure model's DOT, its PNG (the whole graph, for the HTML report) and its PDF
+    (the paper's: cropped where the whole would print its labels too small); where the walk
+    failed, a graph saying why.  (Nodes in the PDF, nodes in the graph.)"""
     text = found.get("dot", {}).get(graphs.FIGURE_MODEL)
     if text is None:
         why = (found.get("models", {}).get(graphs.FIGURE_MODEL, {}).get("reason")
@@ -152,8 +159,8 @@ def _draw_figure(dot: str, found: dict, framework: str, out_dir: Path) -> None:
         text = graphs.to_dot(graphs.Graph(), f"{framework_label(framework)}: n/a, {why}")
     source = out_dir / f"{graphs.figure_name(framework)}.dot"
     source.write_text(text)
-    for suffix in (".pdf", ".png"):
-        graphs.render(dot, source, source.with_suffix(suffix))
+    graphs.render(dot, source, source.with_suffix(".png"))
+    return graphs.render_for_print(dot, source, source.with_suffix(".pdf"))
 
 
 # ------------------------------------------------------------------ command line

@@ -4,8 +4,11 @@ Standalone (no snakemake object), so it runs and is tested outside the workflow.
 command: load the inputs, build the rendering context, render, compile.  The context's parts
 are built in adbench: the paper's tables in paper_tables, what the results show in findings,
 the setup and the checks in paper_context, the statistics, the verdicts and the harness
-validation in report_stats; every number is written by adbench.formatting.  The template only
-lays it out.
+validation in report_stats, the disagreements with the study in disagreements, the machines
+compared in machines_section, what the paper is, its limitations and its commands in
+paper_framing, the figures' printed widths in plotting; every number is written by
+adbench.formatting.  The template only lays it out: a main text of at most twelve pages,
+per-condition detail in appendices after the references (tests/test_paper_print.py).
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import findings, hypotheses, paper_context, paper_tables, report_stats, stats  # noqa: E402
-from adbench import graphs, scaling, variants, varlen  # noqa: E402
+from adbench import findings, hypotheses, paper_context, paper_tables, report_stats  # noqa: E402
+from adbench import disagreements, machines_section, paper_framing, plotting  # noqa: E402
+from adbench import graphs, scaling_section, variants, varlen  # noqa: E402
 from adbench import tables as tbl  # noqa: E402
 from adbench.formatting import latex  # noqa: E402
 from adbench.report_spec import TABLES, TableInfo  # noqa: E402
@@ -55,7 +59,7 @@ class Inputs:
     first: pd.DataFrame  # first iterations per cell
     cells: pd.DataFrame | None
     gradients: pd.DataFrame
-    found: stats.Replicates  # bootstrap replicates by condition (replicates_by_condition)
+    made: pd.DataFrame | None  # compare.py's comparisons.parquet: every pooled ratio
     verdicts: pd.DataFrame  # make_verdicts.py's claims.csv: the one judgment of each claim
     groups: pd.DataFrame  # make_verdicts.py's groups.csv: each claim per group of comparisons
     comparisons: pd.DataFrame  # make_verdicts.py's comparisons.csv
@@ -106,11 +110,7 @@ def load_inputs(args) -> Inputs:
         first=read_csv(args.first_iterations),
         cells=pd.read_parquet(args.cells) if args.cells else None,
         gradients=read_csv(args.gradients),
-        found=(
-            stats.replicates_by_condition(pd.read_parquet(args.bootstrap))
-            if args.bootstrap
-            else stats.Replicates({})
-        ),
+        made=pd.read_parquet(args.made) if args.made else None,
         verdicts=read_csv(args.claims),
         groups=read_csv(args.groups),
         comparisons=read_csv(args.comparisons),
@@ -129,12 +129,25 @@ def read_memory(folder: Path) -> pd.DataFrame | None:
 
 # ----------------------------------------------------------------------------- context
 def build_context(inputs: Inputs, args) -> dict:
-    return {
+    context = {
         **setup_context(inputs),
         **results_context(inputs),
         **checks_context(inputs),
         **files_context(inputs, args),
         **extensions_context(inputs, args),
+    }
+    return {**context, **framing_context(inputs, args, context)}
+
+
+def framing_context(inputs: Inputs, args, context: dict) -> dict:
+    """What the paper says it is, what the run could not show, how to make it again."""
+    axes = [f["axis_text"] for f in (context["scaling"] or {}).get("figures", [])]
+    return {
+        "paper": paper_framing.identity(inputs.cells, inputs.data, axes),
+        "limitations": paper_framing.limitations(
+            inputs.cells, inputs.env, inputs.verdicts, inputs.data, inputs.study,
+            context["validation"] is not None),
+        "reproduce": paper_framing.reproduce(args.configfile, args.results),
     }
 
 
@@ -147,7 +160,7 @@ def extensions_context(inputs: Inputs, args) -> dict:
         "varlen": varlen.varlen_context(inputs.cells, inputs.verdicts, inputs.comparisons,
                                         inputs.study),
         "graphs": graphs.graphs_context(args.graphs) if args.graphs else None,
-        "scaling": (scaling.scaling_context(args.scaling_table, args.peak,
+        "scaling": (scaling_section.scaling_context(args.scaling_table, args.peak,
                                             scaling_figures(args))
                     if args.scaling_table else None),
     }
@@ -169,6 +182,7 @@ def setup_context(inputs: Inputs) -> dict:
     measured = set().union(*(set(d["ours"]["model"]) for d in inputs.data.values()))
     return {
         "setup": paper_context.setup_context(inputs.env),
+        "machines": machines_section.machines_context(inputs.made, inputs.env),
         "protocol": paper_context.protocol_context(inputs.cells),
         "models": paper_context.models_context(measured, inputs.cells),
         "modes": paper_context.modes_context(inputs.cells),
@@ -184,15 +198,22 @@ def results_context(inputs: Inputs) -> dict:
     """The tables, what they show, and the verdicts on the seeds' claims."""
     data, confidence = inputs.data, inputs.confidence
     waiting = paper_context.waiting_conditions(inputs.cells)
+    tables = [paper_tables.table_context(t, **data[t.name], waiting=waiting) for t in TABLES]
+    main = [t for t, info in zip(tables, TABLES) if info.published]
+    appendix = [t for t, info in zip(tables, TABLES) if not info.published]
     return {
         "overview": paper_tables.tables_overview(data),
-        "tables": [
-            paper_tables.table_context(t, **data[t.name], waiting=waiting)
-            for t in TABLES
-        ],
-        "headline": findings.headline(data, inputs.found, confidence),
+        "main_tables": main,
+        "main_runs": landscape_runs(main),
+        "appendix_tables": appendix,
+        "appendix_runs": landscape_runs(appendix),
+        "appendix_refs": table_refs([t["name"] for t in appendix if t["measured"]]),
+        "how_to_read": paper_tables.HOW_TO_READ,
+        "headline": findings.headline(data, inputs.made),
         "example": findings.study_example(data),
-        "findings": hypotheses.table_findings(data, inputs.study),
+        "findings": [{**f, "main": f["table"] in {t["name"] for t in main}}
+                     for f in hypotheses.table_findings(data, inputs.study)],
+        "disagreements": disagreements.disagreements_context(data, inputs.study, inputs.cells),
         "hypotheses": hypotheses.hypotheses(
             data, inputs.study, inputs.verdicts, inputs.groups, inputs.comparisons, waiting
         ),
@@ -201,6 +222,29 @@ def results_context(inputs: Inputs) -> dict:
             inputs.verdicts, inputs.groups, inputs.comparisons, inputs.study, confidence, waiting
         ),
     }
+
+
+def landscape_runs(tables: list[dict]) -> list[dict]:
+    """Tables in runs of the same page orientation: consecutive wide ones share landscape
+    pages instead of each taking a page of its own.  A figure follows the run of the tables
+    it draws, so a run ends before a table its figures do not draw."""
+    runs: list[dict] = []
+    for t in tables:
+        wide = bool(t.get("measured") and t.get("landscape"))
+        if runs and runs[-1]["landscape"] == wide and drawn_with(runs[-1]["tables"], t):
+            runs[-1]["tables"].append(t)
+        else:
+            runs.append({"landscape": wide, "tables": [t]})
+    return runs
+
+
+def drawn_with(run: list[dict], table: dict) -> bool:
+    """Whether every figure of a run's tables draws `table` too (or they have none)."""
+    for figure in tbl.FIGURES_OF_TABLES:
+        names = [t.name for t in plotting.figure_tables(figure)]
+        if any(t["name"] in names for t in run) and table["name"] not in names:
+            return False
+    return True
 
 
 def checks_context(inputs: Inputs) -> dict:
@@ -215,24 +259,25 @@ def checks_context(inputs: Inputs) -> dict:
         "threads_check": paper_context.threads_check(inputs.cells),
         "memory": paper_context.memory_context(inputs.memory, inputs.cells),
         "validation": report_stats.validation_context(inputs.validation),
-        "limitations": paper_context.limitations(
-            inputs.cells,
-            inputs.env,
-            inputs.verdicts,
-            report_stats.validation_context(inputs.validation) is not None,
-        ),
     }
 
 
 def files_context(inputs: Inputs, args) -> dict:
     """The figures and the bibliography the template includes, by file name."""
-    name = lambda path: Path(path).name if path else None  # noqa: E731  (optional figures)
     return {
-        "figure": name(args.figure),
+        "first_figure": included(args.figure),
         "table_figures": table_figures(inputs, figure_files(args)),
-        "memory_figure": name(args.memory_figure),
+        "memory_figure": included(args.memory_figure),
         "bibliography": Path(args.bib).stem,
     }
+
+
+def included(path) -> dict | None:
+    """A figure as the template includes it: its file name and its printed width (its own,
+    never wider than the text: adbench.plotting)."""
+    if not path:
+        return None
+    return {"file": Path(path).name, "width": plotting.width_option(path)}
 
 
 def figure_files(args) -> dict:
@@ -251,13 +296,14 @@ def table_figures(inputs: Inputs, files: dict) -> list[dict]:
     out = []
     for figure, path in files.items():
         measured = [
-            t.name for t in tbl.tables_drawn_in(figure) if not inputs.data[t.name]["ours"].empty
+            t.name for t in plotting.figure_tables(figure)
+            if not inputs.data[t.name]["ours"].empty
         ]
         if measured:
             out.append(
                 {
                     "name": figure,
-                    "file": Path(path).name,
+                    **included(path),
                     "label": f"fig:{figure}",
                     "tables": measured,
                     "after": measured[0],
@@ -351,9 +397,9 @@ def parse_args(argv=None):
     p.add_argument("--first-iterations", required=True, help="first_iterations.csv")
     p.add_argument("--cells", help="cells.parquet, for the implementation choices (optional)")
     p.add_argument(
-        "--bootstrap",
-        help="aggregate's bootstrap.parquet: intervals of the summary ratios in the text (n/a "
-        "without)",
+        "--made",
+        metavar="COMPARISONS_PARQUET",
+        help="compare.py's comparisons.parquet: the pooled ratios in the text (n/a without)",
     )
     p.add_argument("--claims", required=True, help="make_verdicts.py's claims.csv")
     p.add_argument("--groups", required=True, help="make_verdicts.py's groups.csv")
@@ -370,6 +416,9 @@ def parse_args(argv=None):
                    "peak_cuda.json, a measured matmul rate (optional, repeatable)")
     p.add_argument("--scaling-figure", action="append", default=[], metavar="AXIS=PATH",
                    help="a scaling figure by the axis it sweeps (repeatable)")
+    p.add_argument("--configfile", help="the config the run was made with, as the command line "
+                   "names it (the last appendix's commands; none: the default config)")
+    p.add_argument("--results", help="the run's results tree (the last appendix's files)")
     p.add_argument("--out", required=True, help="the PDF to write; paper.tex goes beside it")
     p.add_argument("--tex-only", action="store_true", help="render paper.tex, skip latexmk")
     return p.parse_args(argv)

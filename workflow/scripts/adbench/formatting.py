@@ -13,6 +13,7 @@ a whole percentage ("10%").
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 
 NA = "n/a"
@@ -67,6 +68,16 @@ def pm(mean, sd, tex: bool = False) -> str:
     places = decimals(mean)
     text = number(mean, places) + ("" if missing(sd) else f" {PLUS_MINUS} {number(sd, places)}")
     return latex(text) if tex else text
+
+
+def pm_stacked(mean, sd, mark: str = "") -> str:
+    """LaTeX: a mean over its '± sd' in small type, one above the other (a narrow column of
+    a wide table); the mean alone (with `mark`) where there is no sd."""
+    if missing(mean) or missing(sd):
+        return pm(mean, sd, tex=True) + mark
+    places = decimals(mean)
+    return (f"\\begin{{tabular}}[t]{{@{{}}c@{{}}}}{number(mean, places)}{mark}\\\\"
+            f"{{\\tiny$\\pm$\\,{number(sd, places)}}}\\end{{tabular}}")
 
 
 def verbatim_pm(mean, sd, tex: bool = False) -> str:
@@ -174,9 +185,11 @@ def difference_us(value, low=math.nan, high=math.nan, tex: bool = False) -> str:
     return f"{signed(value)}\\,{{\\tiny{ends}}}" if tex else f"{signed(value)} {ends}"
 
 
-def block(device, threads) -> str:
-    """A (device, threads) block of the grid: 'cpu, 4 threads'."""
-    return f"{device}, {threads_text(threads)}"
+def block(device, threads, machine: str | None = None) -> str:
+    """A (device, threads) block of the grid: 'cpu, 4 threads'; with the machine where a tree
+    holds several: 'NVIDIA H100 (driver 580), Xeon: cuda, 1 thread'."""
+    where = f"{device}, {threads_text(threads)}"
+    return f"{machine}: {where}" if machine else where
 
 
 def shape_text(shape) -> str:
@@ -208,6 +221,13 @@ _LATEX_SPECIAL = {
     "≥": r"$\ge$",
     "§": r"\S{}",
 }
+
+
+def breakable(text: str) -> str:
+    """LaTeX text (already escaped) that may break after a dot, slash, parenthesis, equals
+    sign or underscore: a long API name or path in a narrow column, never over its edge."""
+    text = text.replace(r"\_", "\\_\\allowbreak{}")
+    return re.sub(r"([./(=])(?=[A-Za-z(\\])", r"\1\\allowbreak{}", text)
 
 
 def latex(value) -> str:

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from adbench import spec
+from adbench import plotting, spec
 from adbench.formatting import NA, latex
 from adbench.report_spec import framework_label, model_label
 
@@ -34,8 +34,8 @@ STUDY_FIGURES = {
 GRAPH_FRAMEWORKS = spec.STUDY_FRAMEWORKS
 # What each framework's graph is, in the table and the captions.
 GRAPH_KINDS = {
-    "torch": "autograd graph (the loss's grad_fn and its next_functions)",
-    "tensorflow": "traced tf.function graph of the whole step (forward and tape.gradient)",
+    "torch": "autograd graph (the backward functions behind the loss, walked from it)",
+    "tensorflow": "traced tf.function graph of the whole step (forward and gradient)",
 }
 NODES_CSV = "nodes.csv"
 GRAPHVIZ_JSON = "graphviz.json"
@@ -194,6 +194,87 @@ def render(dot: str, source: Path, out: Path) -> None:
                    check=True)
 
 
+# ------------------------------------------------------------------ the printed figure
+# The paper prints a graph no smaller than its labels allow (to_dot's 10 pt, printed at
+# plotting.MIN_FONT_PT at least): a graph larger than the print box at that scale is cropped
+# to the nodes first in its DOT text (the walk's order: the loss and the nodes nearest it in
+# PyTorch's graph, the forward and the first gradient ops in TensorFlow's), with a note of
+# how many more there are; the whole graph is the HTML report's (its PNG).
+NODE_FONT_PT = 10.0
+MIN_SCALE = plotting.MIN_FONT_PT / NODE_FONT_PT
+PRINT_BOX_BP = (plotting.TEXT_WIDTH_IN * plotting.BP_PER_IN / MIN_SCALE,
+                plotting.MAX_FIGURE_HEIGHT_IN * plotting.BP_PER_IN / MIN_SCALE)
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_NODE_LINE = re.compile(rf"^  ({_QUOTED}) \[label=")
+_EDGE_LINE = re.compile(rf"^  ({_QUOTED}) -> ({_QUOTED});$")
+
+
+_LABEL = re.compile(r'\[label="((?:[^"\\]|\\.)*)"')
+
+
+def short_label(label: str) -> str:
+    """A node's label as printed: its name's last two scopes (a traced op's full scope runs
+    to fifty characters, and side by side such nodes make a graph too wide to read), and its
+    op where the name does not say it."""
+    name, _, op = label.partition("\\n")
+    short = "/".join(name.split("/")[-2:])
+    return short if not op or name.split("/")[-1] == op else f"{short}\\n{op}"
+
+
+def print_labels(text: str) -> str:
+    return _LABEL.sub(lambda m: f'[label="{short_label(m[1])}"', text)
+
+
+def dot_nodes(text: str) -> list[str]:
+    """The node keys of to_dot's text, in its order."""
+    return [m[1] for line in text.splitlines() if (m := _NODE_LINE.match(line))]
+
+
+def cropped_dot(text: str, keep: int) -> str:
+    """to_dot's text with its first `keep` nodes, the edges between them and a note node
+    saying how many were left out."""
+    nodes = dot_nodes(text)
+    kept = set(nodes[:keep])
+    lines = []
+    for line in text.splitlines():
+        node, edge = _NODE_LINE.match(line), _EDGE_LINE.match(line)
+        if (node and node[1] not in kept) or (edge and not {edge[1], edge[2]} <= kept):
+            continue
+        if line == "}":
+            lines.append(f'  "more" [label="... {len(nodes) - keep} more nodes\\n(the HTML '
+                         'report: all)", shape=plaintext];')
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def fits(pdf: Path) -> bool:
+    width, height = plotting.pdf_size_bp(pdf)
+    return width <= PRINT_BOX_BP[0] and height <= PRINT_BOX_BP[1]
+
+
+def render_for_print(dot: str, source: Path, out: Path) -> tuple[int, int]:
+    """The paper's PDF of a DOT file: whole where it fits the print box, else cropped to the
+    most nodes that fit (cropped_dot); (nodes shown, nodes in the graph)."""
+    text = print_labels(source.read_text())
+    total = len(dot_nodes(text))
+    trial = source.with_suffix(".print.dot")
+    trial.write_text(text)
+    render(dot, trial, out)
+    if fits(out) or total <= 1:
+        trial.unlink()
+        return total, total
+    low, high = 1, total - 1  # the most nodes that fit lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        trial.write_text(cropped_dot(text, middle))
+        render(dot, trial, out)
+        low, high = (middle, high) if fits(out) else (low, middle - 1)
+    trial.write_text(cropped_dot(text, low))
+    render(dot, trial, out)
+    trial.unlink()
+    return low, total
+
+
 # ------------------------------------------------------------------ the node-count table
 def walk_record(graph: Graph) -> dict:
     """One model's graph as the walk's JSON keeps it."""
@@ -251,7 +332,9 @@ def graphs_context(folder) -> dict:
     return {
         "model": latex(model_label(FIGURE_MODEL)),
         "graphviz": latex(graphviz["version"]),
-        "figures": [_figure_context(f, counts[FIGURE_MODEL, f]) for f in GRAPH_FRAMEWORKS],
+        "figures": [_figure_context(f, counts[FIGURE_MODEL, f], folder,
+                                    graphviz.get("shown", {}).get(f))
+                    for f in GRAPH_FRAMEWORKS],
         "frameworks": [latex(framework_label(f)) for f in GRAPH_FRAMEWORKS],
         "rows": [_table_row(m, counts) for m in dict.fromkeys(r["model"] for r in rows)],
         "notes": _table_notes(rows),
@@ -263,10 +346,14 @@ def figure_files(folder) -> list[Path]:
     return [Path(folder) / f"{figure_name(f)}.pdf" for f in GRAPH_FRAMEWORKS]
 
 
-def _figure_context(framework: str, row: dict) -> dict:
+def _figure_context(framework: str, row: dict, folder: Path, shown: list | None) -> dict:
     number, caption = STUDY_FIGURES[framework]
+    pdf = folder / f"{figure_name(framework)}.pdf"
     return {"framework": framework, "label": latex(framework_label(framework)),
-            "file": f"{figure_name(framework)}.pdf", "graph": latex(GRAPH_KINDS[framework]),
+            "file": pdf.name, "width": plotting.width_option(pdf),
+            "cropped": (None if not shown or shown[0] >= shown[1]
+                        else {"shown": shown[0], "of": shown[1]}),
+            "graph": latex(GRAPH_KINDS[framework]),
             "nodes": latex(row["nodes"]), "edges": latex(row["edges"]),
             "study_figure": number, "study_caption": latex(caption)}
 

@@ -16,11 +16,14 @@ from adbench import formatting as fmt
 from adbench import tables as tbl
 from adbench.claims import CLAIMS
 from adbench.formatting import latex, missing
+from adbench.machines_section import block_namer, machine_names
 from adbench.paper_tables import pair_label
 from adbench.selection import focus_rows
 from adbench.report_spec import (
+    LOSS_TEXT,
     MODEL_TEXT,
     cited,
+    in_words,
     mode_description,
     model_label,
     task_description,
@@ -29,6 +32,8 @@ from adbench.report_spec import (
 from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, TASKS, timed_quantities
 
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
+# Beyond this many tasks the quantities table abbreviates its cells and turns its headers.
+WIDE_TASKS = 3
 # A loop that kept more cores busy than this over its thread count ignored the setting.
 CORES_OVER_THREADS = 0.5
 # A loop computing on its threads keeps them busy but for the interpreter's own gaps (about
@@ -41,11 +46,29 @@ FULL_PROCESSES = 5
 
 
 # ----------------------------------------------------------------------------- setup
+def machine_details(env: dict, names: dict) -> list[dict]:
+    """Each machine of a tree of several: its name, what it is, its software."""
+    return [{"name": latex(names[m["machine"]]), "full": latex(m["machine"]),
+             "cpu_count": m.get("cpu_count") or fmt.NA, "platform": latex(m.get("platform")),
+             "python": latex(m.get("python")), "n_cells": m.get("n_cells", fmt.NA),
+             "versions": latex(", ".join(f"{k} {v}" for k, v in
+                                         sorted((m.get("versions") or {}).items())))}
+            for m in env.get("machines", [])]
+
+
 def setup_context(env: dict) -> dict:
     devices = env.get("devices", [])
     names = [n for n in env.get("device_names", []) if n not in devices]  # e.g. a GPU's name
     commit = env.get("git_commit")
+    machines = [m["machine"] for m in env.get("machines", [])] or [
+        env.get("cpu_model", fmt.NA)]
+    short = machine_names(machines)
     return {
+        "machine_name": latex(short[machines[0]]),
+        "several": len(machines) > 1,
+        "n_machines": len(machines),
+        "machine_names": latex(", ".join(short[m] for m in machines)),
+        "machines": machine_details(env, short),
         "cpu_model": latex(env.get("cpu_model", fmt.NA)),
         "cpu_count": env.get("cpu_count", fmt.NA),
         "hostname": latex(env.get("hostname", fmt.NA)),
@@ -90,7 +113,8 @@ def protocol_rows(measured: pd.DataFrame) -> list[dict]:
                    fmt.whole_span(mine["processes"]), fmt.whole_span(mine["warmup"]),
                    fmt.whole_span(mine["iterations"]))
             alike.setdefault(key, []).append(model)
-        rows += [{"task": latex(task_label(task)), "models": latex(", ".join(models)),
+        rows += [{"task": latex(task_label(task)),
+                  "models": latex(", ".join(model_label(m) for m in models)),
                   **{k: latex(v) for k, v in zip(PROTOCOL_KEYS, key)}}
                  for key, models in alike.items()]
     return rows
@@ -123,7 +147,7 @@ def verdict_sides() -> set[tuple[str, str, str, str]]:
         (side.framework, side.mode, side.model, side.task)
         for claim in CLAIMS
         for comparison in claim.comparisons
-        for side in (comparison.numerator, comparison.denominator)
+        for side in comparison.sides
     }
 
 
@@ -145,49 +169,6 @@ def quick_configuration(cells: pd.DataFrame | None) -> dict | None:
         "n_fewer": int((processes < FULL_PROCESSES).sum()),
         "full": FULL_PROCESSES,
     }
-
-
-def limitations(cells: pd.DataFrame | None, env: dict, verdicts: pd.DataFrame,
-                validation_run: bool) -> list[str]:
-    """What this run could not show, from the run itself (LaTeX-escaped sentences)."""
-    out = []
-    if cells is not None and not cells.empty:
-        seeds = cells.groupby(CONDITION)["seed"].nunique()
-        if (seeds == 1).any():
-            out.append(
-                f"{int((seeds == 1).sum())} of {fmt.counted(len(seeds), 'condition')} ran a "
-                "single process: their numbers carry no spread between processes and their "
-                "comparisons no verdict."
-            )
-        blocks = sorted(set(zip(cells["device"], cells["threads"])))
-        out.append(
-            "Measured only in "
-            + "; ".join(fmt.block(d, t) for d, t in blocks)
-            + f", on one machine ({env.get('cpu_model', fmt.NA)}, "
-            + f"{fmt.counted(env.get('cpu_count', fmt.NA), 'logical CPU')})"
-            + ("" if any(d == "cuda" for d, _ in blocks) else "; no GPU (config/gpu.yaml)")
-            + "."
-        )
-        bad = cells["status"].value_counts().drop("ok", errors="ignore")
-        if len(bad):
-            out.append(
-                "Cells without a measurement: "
-                + ", ".join(f"{n} {status}" for status, n in bad.items())
-                + " (their reasons are in the tables' notes)."
-            )
-    if verdicts is not None and "n_not_measured" in verdicts and len(verdicts):
-        missing = int(verdicts["n_not_measured"].sum())
-        if missing:
-            out.append(
-                f"{fmt.counted(missing, 'comparison')} the claims plan were not in this run's "
-                "grid."
-            )
-    if not validation_run:
-        out.append(
-            "The harness was not validated for this results tree: "
-            "python3 benchmarks/validate_harness.py produces it."
-        )
-    return [latex(s) for s in out]
 
 
 def study_context(claims: dict) -> dict:
@@ -237,7 +218,7 @@ def models_context(measured: set, cells=None) -> list[dict]:
                 "n_parameters": spec.n_parameters,
                 "jacobian": latex(jacobian),
                 "batch_size": run_sizes(loss_cells, name, "batch_size", spec.batch_size),
-                "loss": latex(spec.loss),
+                "loss": latex(LOSS_TEXT.get(spec.loss, spec.loss)),
                 "measured": name in measured,
             }
         )
@@ -267,6 +248,7 @@ def modes_context(cells: pd.DataFrame | None = None) -> dict:
             if (f, m) in ran
         ],
         "others": ", ".join(pair_label(f, m) for f, m, _ in pairs if (f, m) not in ran),
+        "labels": "; ".join(pair_label(f, m) for f, m, _ in pairs if (f, m) in ran),
     }
 
 
@@ -285,37 +267,37 @@ def tasks_context(cells: pd.DataFrame | None = None) -> dict:
         {
             "label": latex(task_label(t)),
             "description": latex(task_description(t)),
+            "words": latex(in_words(task_description(t))),
             "derivative": latex(TASKS[t].derivative),
         }
         for t in tasks
     ]
+    many = len(tasks) > WIDE_TASKS
     modes = [
         {
             "label": pair_label(f, m),
-            "quantities": [
-                latex(", ".join(QUANTITY_SHORT.get(q, q) for q in timed_quantities(f, m, task)))
-                for task in tasks
-            ],
+            "quantities": [quantities_text(timed_quantities(f, m, task), many)
+                           for task in tasks],
         }
         for f, fw in FRAMEWORKS.items()
         for m in fw.modes
         if (f, m) in modes_in_grid(cells)
     ]
+    labels = [latex(task_label(t)) for t in tasks]
     return {
         "rows": rows,
         "modes": modes,
-        "labels": [latex(task_label(t)) for t in tasks],
-        "colspec": task_columns(len(tasks)),
+        "labels": [rf"\rotatebox{{90}}{{{label}}}" if many else label for label in labels],
+        "labels_text": "; ".join(labels),  # a label may hold a comma
+        "colspec": "c" * len(tasks),
+        "abbreviated": many,
     }
 
 
-def task_columns(n: int) -> str:
-    """n columns that share the page beside the modes' column, their words wrapped: six
-    tasks of three quantities each do not fit a portrait page on one line."""
-    if n <= 3:
-        return "c" * n
-    width = 0.58 / n  # of the line: the modes' column and the gaps take the rest
-    return rf">{{\raggedright\arraybackslash}}p{{{width:.3f}\linewidth}}" * n
+def quantities_text(quantities, abbreviated: bool) -> str:
+    """'forward, backward, step', or 'f, b, s' in a table of many tasks (its caption says)."""
+    words = [QUANTITY_SHORT.get(q, q) for q in quantities]
+    return latex(", ".join(w[0] if abbreviated else w for w in words))
 
 
 # ----------------------------------------------------------------------------- choices
@@ -337,7 +319,7 @@ def choices_context(cells: pd.DataFrame | None) -> list[dict]:
                     tasks.setdefault((key, text), set()).add(task)
             for key, counter in values.items():
                 shown = [
-                    f"{latex(v)} ({choice_scope(tasks[(key, v)], n, len(mine))})"
+                    f"{fmt.breakable(latex(v))} ({choice_scope(tasks[(key, v)], n, len(mine))})"
                     for v, n in counter.most_common()
                 ]
                 first_of_mode = not out or out[-1]["pair"] != (f, m)
@@ -345,7 +327,7 @@ def choices_context(cells: pd.DataFrame | None) -> list[dict]:
                     {
                         "pair": (f, m),
                         "mode": pair_label(f, m) if first_of_mode else "",
-                        "key": latex(key),
+                        "key": fmt.breakable(latex(key)),
                         "shown": shown,
                     }
                 )
@@ -379,7 +361,7 @@ def gradient_summary(gradients: pd.DataFrame, default_tolerance) -> dict:
     failed = gradients[~passed]
     errors = ok["max_rel_error"].dropna() if len(ok) else pd.Series(dtype=float)
     worst = gradients.loc[errors.idxmax()] if len(errors) else None
-    references = sorted(str(r) for r in gradients["reference"].dropna().unique() if str(r))
+    references = sorted({reference_label(r) for r in gradients["reference"].dropna() if str(r)})
     return {
         "tolerance": (
             "per model (see the table)"
@@ -398,15 +380,34 @@ def gradient_summary(gradients: pd.DataFrame, default_tolerance) -> dict:
         ),
         "worst": (
             latex(
-                f"{worst['framework']}/{worst['mode']} vs {worst['reference']}, "
-                f"{worst['model']}, {worst['task']}"
+                f"{tbl.column_label(worst['framework'], worst['mode'])} against "
+                f"{reference_label(worst['reference'])}, {label_of(worst['model'], MODELS)}, "
+                f"{label_of(worst['task'], TASKS)}"
             )
             if worst is not None
             else fmt.NA
         ),
-        "references": latex(", ".join(references)) or "none",
+        "references": latex("; ".join(references)) or "none",
         "failed": not_passed_text(failed),
     }
+
+
+def label_of(key, known) -> str:
+    """A model's or task's label; a key the spec does not know, as it is."""
+    if known is MODELS:
+        return model_label(key) if key in MODELS else str(key)
+    return task_label(key) if key in TASKS else str(key)
+
+
+def reference_label(reference) -> str:
+    """check_gradients' reference cell ('torch/eager/backward') as the paper names it:
+    'PyTorch (eager), backward'."""
+    parts = str(reference).split("/")
+    if len(parts) not in (2, 3) or parts[0] not in FRAMEWORKS \
+            or parts[1] not in FRAMEWORKS[parts[0]].modes:
+        return str(reference)
+    pair = tbl.column_label(parts[0], parts[1])
+    return f"{pair}, {label_of(parts[2], TASKS)}" if len(parts) == 3 else pair
 
 
 def gradients_per_model(gradients: pd.DataFrame, passed: pd.Series, default_tolerance) -> list:
@@ -441,7 +442,7 @@ def not_passed_text(failed: pd.DataFrame, most: int = 10) -> str:
     listed = [
         latex(
             f"{tbl.column_label(r.framework, r.mode)}"
-            f"{'' if fmt.blank(r.reference) else ' against ' + str(r.reference)}, "
+            f"{'' if fmt.blank(r.reference) else ' against ' + reference_label(r.reference)}, "
             f"{model_label(r.model) if r.model in MODELS else r.model}, "
             f"{task_label(r.task) if r.task in TASKS else r.task}, "
             f"{fmt.block(r.device, r.threads)}, seed {r.seed}: {r.status}"
@@ -614,13 +615,13 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
     cuda = bool(cells is not None and (cells["device"] == "cuda").any()) or (
         memory["device"] == "cuda"
     ).any()
-    several_blocks = len(set(zip(memory["device"], memory["threads"]))) > 1
+    block = block_namer(memory)
     rows = [
         {
             "model": latex(model_label(r.model) if r.model in MODELS else r.model),
             "task": latex(task_label(r.task) if r.task in TASKS else r.task),
             "mode": pair_label(r.framework, r.mode),
-            "block": latex(fmt.block(r.device, r.threads)) if several_blocks else "",
+            "block": latex(block(r)) if block else "",
             "n": int(r.n_processes),
             "peak": mebibytes(r.peak_over_baseline_bytes),
             "held": mebibytes(r.held_after_step_bytes),

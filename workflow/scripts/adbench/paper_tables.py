@@ -13,14 +13,18 @@ Numbers are written by adbench.formatting; text arrives LaTeX-escaped.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pandas as pd
 
 from adbench import formatting as fmt
+from adbench import stats
 from adbench import tables as tbl
 from adbench.formatting import latex
+from adbench.machines_section import block_namer
 from adbench.selection import table_modes
-from adbench.report_spec import MODEL_TEXT, TABLES, TableInfo, cited, model_label, task_label
+from adbench.report_spec import (MODEL_TEXT, TABLES, TableInfo, cited, model_label,
+                                 reader_message, task_label)
 from adbench.spec import FRAMEWORKS, MODELS, timed_quantities
 
 QUANTITY_TEXT = {
@@ -38,8 +42,8 @@ WAITING = (
 # study's construction last, only where the study's table is reproduced (layout "columns").
 SPEEDUPS = {
     "improvement": "speed-up, step / step",
-    "improvement_backward": "speed-up, backward / backward",
-    "improvement_study_style": "study's construction: eager bwd / compiled step",
+    "improvement_backward": "speed-up, bwd / bwd",
+    "improvement_study_style": "study's construction",
 }
 LIKE_FOR_LIKE = ("improvement", "improvement_backward")
 SPEEDUP_HEADS = {"improvement": "step/step", "improvement_backward": "bwd/bwd"}
@@ -56,6 +60,7 @@ def tables_overview(data: dict) -> list[dict]:
             "title": latex(t.title),
             "study_table": latex(cited(t.study_table)),
             "measured": not data[t.name]["ours"].empty,
+            "published": bool(t.published),
         }
         for t in TABLES
     ]
@@ -94,9 +99,9 @@ def cell_marks(r: dict, where: str, notes: Notes, waiting: set) -> str:
     texts = []
     if r["status"] != "ok":
         note = "" if fmt.blank(r.get("note")) else str(r["note"])
-        texts.append(f"{where}: {latex(r['status'])} --- {latex(note)}")
+        texts.append(f"{where}: {latex(r['status'])} --- {latex(reader_message(note))}")
     if not fmt.blank(r.get("flags")):
-        texts.append(f"{where}: {latex(r['flags'])}")
+        texts.append(f"{where}: {latex(reader_message(r['flags']))}")
     if condition_of(r) in waiting:
         texts.append(WAITING)
     return superscript(",".join(notes.mark(t) for t in texts)) if texts else ""
@@ -128,29 +133,64 @@ class View:
         return ["mean", "median", "std"] if self.median_column else ["mean", "std"]
 
 
-def ratio_text(r: dict, name: str) -> str:
-    """A ratio with its interval and the processes (seeds, paired) behind it: '<name>_n'."""
+def ratio_text(r: dict, name: str, beside: tuple = (None, None)) -> str:
+    """A ratio with its interval and the processes (seeds, paired) behind it: '<name>_n';
+    where the means printed `beside` it (numerator's, denominator's; None: not printed) are
+    not the operands it was computed from (other seeds), those operands too."""
     text = fmt.ratio_of(r, name, tex=True)
     n = r.get(f"{name}_n")
-    return text if text == fmt.NA or fmt.missing(n) else f"{text}\\,{{\\tiny n={int(n)}}}"
+    if text == fmt.NA or fmt.missing(n):
+        return text
+    return f"{text}\\,{{\\tiny n={int(n)}}}" + paired_operands(r, name, beside)
 
 
-def speedup_text(r: dict, pair, task: str, name: str) -> str:
+def paired_operands(r: dict, name: str, beside: tuple) -> str:
+    """'(=a/b)' in the table's unit, where a printed mean beside the ratio differs from the
+    operand of the same side (a mean over other seeds than the pair's); '' where all agree."""
+    # the tidy tables carry the operands in the table's unit, as its means
+    operands = [r.get(f"{name}_numerator_s"), r.get(f"{name}_denominator_s")]
+    if any(fmt.missing(o) for o in operands):
+        return ""
+    operands = [float(o) for o in operands]
+    differs = any(printed is not None and not fmt.missing(printed)
+                  and abs(float(printed) - o) > 1e-6 * abs(o)
+                  for printed, o in zip(beside, operands))
+    if not differs:
+        return ""
+    return f"\\,{{\\tiny(={fmt.number(operands[0])}/{fmt.number(operands[1])})}}"
+
+
+def speedup_text(r: dict, pair, task: str, name: str, table: TableInfo | None = None) -> str:
     """A speed-up of a compiled mode; a dash for an eager mode and for backward / backward
-    where the compiled mode times its whole step as one call (no backward of its own)."""
+    where the compiled mode times its whole step as one call (no backward of its own).  The
+    compiled mode's mean is printed beside it where the table's quantity is the speed-up's
+    denominator."""
     compiled = FRAMEWORKS[pair[0]].modes[pair[1]].compiled
     if not compiled or (
         name == "improvement_backward" and "backward_s" not in timed_quantities(*pair, task)
     ):
         return DASH
-    return ratio_text(r, name)
+    denominator = stats.IMPROVEMENTS[name][1]
+    printed = r.get("mean") if table is not None and table.quantity == denominator else None
+    return ratio_text(r, name, (None, printed))
+
+
+def group_label(pair, wide: bool) -> str:
+    """A (framework, mode) column group's head: on one line over a wide group, its mode
+    under its framework over a narrow one (no wider than its two numbers)."""
+    label = pair_label(*pair)
+    framework, _, mode = label.partition(" (")
+    if wide or not mode:
+        return label
+    return f"{STACK}{framework}\\\\({mode}{STACK_END}"
 
 
 def paper_columns(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame) -> list:
-    """(framework, mode) columns: the table's modes present in our data or the study's."""
-    present = set(zip(ours["framework"], ours["mode"])) | set(
-        zip(published["framework"], published["mode"])
-    )
+    """(framework, mode) columns: a study's table shows the study's own columns (our other
+    modes are in the appendix's tables of every framework and mode); another table, its
+    modes present in our data."""
+    present = (set(zip(published["framework"], published["mode"])) if len(published)
+               else set(zip(ours["framework"], ours["mode"])))
     return [pair for pair in table_modes(table) if pair in present]
 
 
@@ -166,13 +206,14 @@ def our_cells(found: pd.DataFrame, pair, where: str, view: View) -> list:
     Tables 1-2): elsewhere it would widen the table for a number the study never gave.
     """
     r = first_row(found)
-    cells = [
-        fmt.pm(r.get("mean"), r.get("mean_sd"), tex=True),
+    mark = cell_marks(r, f"{pair_label(*pair)}, {latex(where)}", **view.marks)
+    mean = (fmt.pm(r.get("mean"), r.get("mean_sd"), tex=True) + mark if view.median_column
+            else fmt.pm_stacked(r.get("mean"), r.get("mean_sd"), mark))
+    return [
+        mean,
         *([fmt.number(r.get("median"))] if view.median_column else []),
         fmt.pm(r.get("std"), r.get("std_sd") if view.std_sd else None, tex=True),
     ]
-    cells[0] += cell_marks(r, f"{pair_label(*pair)}, {latex(where)}", **view.marks)
-    return cells
 
 
 def median_line(found: dict, view: View, task_label: str) -> list:
@@ -199,19 +240,33 @@ def study_cells(found: pd.DataFrame, view: View) -> list:
 
 
 def spanning(texts, n_stats: int) -> list:
-    """One text per (framework, mode) column group, centred across its statistics."""
-    return [f"\\multicolumn{{{n_stats}}}{{c}}{{{text}}}" for text in texts]
+    """One text per (framework, mode) column group, centred across its statistics; in a
+    narrow group (no median column) a ratio over its interval, one above the other."""
+    narrow = n_stats < 3
+    return [f"\\multicolumn{{{n_stats}}}{{c}}{{{stacked_ratio(t) if narrow else t}}}"
+            for t in texts]
 
 
-def ratio_cells(found_by_pair: dict, n_stats: int) -> list:
-    return spanning((task_ratio_text(found) for found in found_by_pair.values()), n_stats)
+def stacked_ratio(text: str) -> str:
+    """A ratio as ratio_text writes it, its interval and processes on a line of their own."""
+    value, sep, rest = text.partition("\\,")
+    if not sep:
+        return text
+    return f"{STACK}{value}\\\\{rest}{STACK_END}"
 
 
-def task_ratio_text(found: pd.DataFrame) -> str:
-    """The task ratio of a condition, with its interval (n/a when it has no row)."""
+def ratio_cells(numerators: dict, denominators: dict, n_stats: int) -> list:
+    return spanning((task_ratio_text(found, denominators[pair])
+                     for pair, found in numerators.items()), n_stats)
+
+
+def task_ratio_text(found: pd.DataFrame, denominator: pd.DataFrame) -> str:
+    """The task ratio of a condition, with its interval (n/a when it has no row); the means
+    printed above it are its operands, or its own operands are printed too."""
     if not len(found):
         return fmt.NA
-    return ratio_text(first_row(found), "task_ratio")
+    r = first_row(found)
+    return ratio_text(r, "task_ratio", (r.get("mean"), first_row(denominator).get("mean")))
 
 
 def speedup_lines(found: dict, view: View, several: bool) -> list:
@@ -223,7 +278,8 @@ def speedup_lines(found: dict, view: View, several: bool) -> list:
         {
             "label": latex(label + (f" ({task_label(task)})" if several else "")),
             "cells": spanning(
-                (speedup_text(first_row(rows), pair, task, name) for pair, rows in mine.items()),
+                (speedup_text(first_row(rows), pair, task, name, view.table)
+                 for pair, rows in mine.items()),
                 len(view.heads),
             ),
         }
@@ -289,11 +345,9 @@ def our_lines(
 ) -> list:
     """Our row of one model and task, and its median line where the median has no column."""
     where = f"{model_label(model)}, {task_label(task)}" + (f", {heading}" if heading else "")
-    which = f": {task_label(task)}" if several else ""
+    label = task_label(task) if several else "this work"  # the spec's label, or the study's
     cells = [c for p, mine in found.items() for c in our_cells(mine, p, where, view)]
-    return [{"label": latex(f"this work{which}"), "cells": cells}] + median_line(
-        found, view, f" ({task_label(task)})" if several else ""
-    )
+    return [{"label": latex(label), "cells": cells}] + median_line(found, view, "")
 
 
 def ratio_line(view: View, found: dict) -> list:
@@ -303,7 +357,7 @@ def ratio_line(view: View, found: dict) -> list:
     return [
         {
             "label": r"\emph{ratio}",  # which ratio: the caption says
-            "cells": ratio_cells(found[pair[1]], len(view.heads)),
+            "cells": ratio_cells(found[pair[1]], found[pair[0]], len(view.heads)),
         }
     ]
 
@@ -333,26 +387,68 @@ def study_line(pub: pd.DataFrame, view: View) -> list:
     return lines
 
 
-# Columns narrower than a "mean ± sd" (the width font_size counts as 1): a median is a bare
-# number.  So a median beside each mean does not shrink the type of a table that fitted.
-HEAD_WIDTH = {"median": 0.5}
+# ----------------------------------------------------------------------------- fitting the page
+# A table keeps \small type; too wide for the portrait text (TEXT_PT, in \small type's
+# points, its columns' gaps included) it goes on a landscape page (pdflscape), never smaller.
+# Its width is estimated from what it prints: a character of \small type about SMALL_CHAR_PT
+# wide (a digit is half an em), \tiny type TINY_SHARE of it.
+TEXT_PT = 487.0
+LANDSCAPE_PT = 667.0
+SMALL_CHAR_PT = 4.6
+TINY_SHARE = 0.62
+COLUMN_GAP_PT = 8.0  # the column separation, 4pt on each side
+STACK, STACK_END = r"\begin{tabular}[t]{@{}c@{}}", r"\end{tabular}"  # fmt.pm_stacked's
+_TINY = re.compile(r"\{\\tiny\s*([^{}]*)\}")
+_MARK = re.compile(r"\$\^\{[^$]*\}\$")
+_SPAN = re.compile(r"\\multicolumn\{(\d+)\}\{[^}]*\}\{(.*)\}$")
+_COMMAND = re.compile(r"\\[A-Za-z]+\*?|[{}$]")
 
 
-# The widest table (in "mean ± sd" columns) that fits the portrait text width in \small type;
-# a wider one goes on a landscape page (pdflscape) in the same type, never smaller.
-PORTRAIT_WIDTH = 6
+def text_pt(cell: str) -> float:
+    """About how wide a cell's text prints in small type, in points (a cell of stacked lines,
+    formatting.pm_stacked's: its widest)."""
+    if cell.startswith(STACK):
+        lines = cell.removeprefix(STACK).removesuffix(STACK_END).split("\\\\")
+        return max(text_pt(line) for line in lines)
+    tiny = sum(len(t) for t in _TINY.findall(cell))
+    rest = _COMMAND.sub("", _TINY.sub("", _MARK.sub("ab", cell))).replace("\\,", " ")
+    return SMALL_CHAR_PT * (len(rest.replace("\\", "")) + TINY_SHARE * tiny)
 
 
-def font_size(width: float) -> str:
-    """The tables' type: \small, columns a little tighter on a landscape page."""
-    if width <= PORTRAIT_WIDTH:
-        return r"\small\setlength{\tabcolsep}{4pt}"
-    return r"\small\setlength{\tabcolsep}{3pt}"
+def column_widths(lines: list[dict], n_columns: int) -> list[float]:
+    """Each column's widest cell (a spanning cell shared by the columns it spans)."""
+    widths = [0.0] * n_columns
+    for line in lines:
+        column = 0
+        for cell in [line["label"], *line["cells"]]:
+            span = _SPAN.match(cell)
+            n = int(span[1]) if span else 1
+            width = text_pt(span[2] if span else cell) / n
+            for i in range(column, min(column + n, n_columns)):
+                widths[i] = max(widths[i], width)
+            column += n
+    return widths
 
 
-def landscape(width: float) -> bool:
-    """Whether a table this wide needs a landscape page to stay in \small type."""
-    return width > PORTRAIT_WIDTH
+def table_pt(blocks: list[dict], header: dict) -> float:
+    """The table's estimated width, in points: its widest cells, its headers, its gaps."""
+    lines = [line for block in blocks for group in block["groups"] for line in group["lines"]]
+    widths = column_widths(lines, header["n_cols"])
+    heads = [h for col in header["columns"] for h in col["heads"]]
+    widths[1:] = [max(w, text_pt(h)) for w, h in zip(widths[1:], heads)]
+    at = 1
+    for col in header["columns"]:  # a group's label spans its columns
+        share = (text_pt(col["label"]) - COLUMN_GAP_PT * (col["n"] - 1)) / col["n"]
+        widths[at:at + col["n"]] = [max(w, share) for w in widths[at:at + col["n"]]]
+        at += col["n"]
+    return sum(widths) + COLUMN_GAP_PT * header["n_cols"]
+
+
+def fitted(blocks: list[dict], header: dict) -> dict:
+    """The type and page of a table: small type, on a landscape page where it is wider than the
+    portrait text."""
+    wide = table_pt(blocks, header) > TEXT_PT
+    return {"fontsize": r"\small\setlength{\tabcolsep}{4pt}", "landscape": wide}
 
 
 def what_and_unit(table: TableInfo) -> str:
@@ -361,56 +457,48 @@ def what_and_unit(table: TableInfo) -> str:
     return f"{latex(table.title)}: {quantity}, in {fmt.unit_text(table.unit, tex=True)}"
 
 
-MEDIAN = "median over seeds of each seed's median, which slow iterations hardly move"
-N_TEXT = (
-    "``median'': median over seeds of each seed's median, which the slow iterations that pull "
-    "a mean up hardly move"
+MEDIAN = "median over cells of each cell's median, which slow iterations hardly move"
+
+# How to read every table of ours: said once, above the tables (HOW_TO_READ), not in each
+# caption.
+HOW_TO_READ = (
+    "Our ``mean'' is the mean over a condition's cells of each cell's mean $\\pm$ its standard "
+    "deviation over cells, one process each (a value without $\\pm$ comes from one cell); "
+    "``std'' the mean of each cell's standard deviation ($\\pm$ its own where the study "
+    f"printed one); ``median'' the {MEDIAN}, and ``IQR'' the median of each cell's "
+    "interquartile range (a line of their own under our row in a wide table). A ratio carries "
+    "its interval in brackets and ``n'', the processes per side paired by seed; at n=1 its "
+    "interval resamples the iterations of one process and concludes nothing; ``(=a/b)'' gives "
+    "a ratio's own operands where the means printed beside it are over other seeds."
 )
-N_TEXT = "n: the processes (seeds) behind a ratio, paired by seed"
 
 
 def table_caption(view: View, published: pd.DataFrame, n_seeds: str) -> str:
-    """What the table shows, in words generated from the spec."""
+    """What the table shows, in words generated from the spec (how to read its numbers is
+    said once, above the tables: HOW_TO_READ)."""
     table = view.table
-    parts = [
-        f"{what_and_unit(table)}. Ours: ``mean'': mean over seeds of each seed's mean "
-        f"$\\pm$ its sd over seeds; ``std'': mean of each seed's std"
-        + (
-            " $\\pm$ its sd, as the study printed them"
-            if view.std_sd
-            else " (its sd over seeds is in the CSV)"
-        )
-        + f"; {n_seeds}, a value without $\\pm$ comes from one seed; "
-        + (
-            f"``median'': {MEDIAN} (its IQR is in the CSV)."
-            if view.median_column
-            else f"lines ``median, IQR'': under the mean, the {MEDIAN}; under the std, the "
-            "median over seeds of each seed's interquartile range."
-        )
-    ]
+    parts = [f"{what_and_unit(table)}; {n_seeds}; "
+             + ("mean, median and std per mode." if view.median_column
+                else "mean and std per mode, their median and IQR under each of our rows.")]
     if table.improvement:
         parts.append(
-            "Speed-ups, eager over compiled, same model and task, each with its interval: "
-            "like for like, the whole step over the whole step and the backward pass over "
-            "the backward pass (a dash where the compiled mode runs its whole step as one "
-            "call); and the study's construction, our eager backward (bwd) over our compiled "
-            "step, the quotient that reproduces the study's printed improvement from its own "
-            f"means (the study's column is the last line). {N_TEXT}."
+            "Speed-ups, eager over compiled, same model and task, with their intervals: like "
+            "for like (step over step, backward over backward; a dash where the compiled mode "
+            "times no backward of its own) and the study's construction, our eager backward "
+            "over our compiled step, the quotient that reproduces the study's printed "
+            "improvement from its own means (its column is the last line)."
         )
     pair = tbl.ratio_tasks(table)
     if pair:
         parts.append(
-            f"Ratio rows: our {latex(task_label(pair[1]))} mean over our "
-            f"{latex(task_label(pair[0]))} mean, same model and mode; {N_TEXT}."
+            f"Ratio: our {latex(task_label(pair[1]))} mean over our "
+            f"{latex(task_label(pair[0]))} mean, same model and mode."
         )
     if len(published):
         unnamed = sorted(set(published["task"]) - set(table.tasks))
-        parts.append(f"Study (published): {latex(cited(table.study_table))}, copied verbatim.")
-        if unnamed:
-            parts.append(
-                "The study did not say how it computed its "
-                f"{latex(', '.join(unnamed))}; its row follows ours for every task."
-            )
+        parts.append(f"Study (published): {latex(cited(table.study_table))}, verbatim"
+                     + (f"; it did not say how it computed its {latex(', '.join(unnamed))}, "
+                        "so its row follows ours for every task." if unnamed else "."))
     return " ".join(parts)
 
 
@@ -429,23 +517,68 @@ def table_context(
         "measured": not ours.empty,
     }
     if ours.empty:
-        source = (
-            f"; the study's numbers are in report/published/{table.published}"
-            if table.published
-            else ""
-        )
-        return {
-            **base,
-            "not_measured": latex(
-                f"Not measured in this run: the config's grid "
-                f"has no cell of this table{source}."
-            ),
-        }
-    notes = Notes()
-    marks = {"notes": notes, "waiting": waiting}
+        return {**base, "not_measured": latex(
+            "Not measured in this run: its grid has no condition of this table.")}
+    return in_parts(table, ours, published, base, waiting)
+
+
+def groups_of(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame) -> list:
+    """A table's column groups: its (framework, mode) columns, or in the rows layout its
+    tasks."""
     if table.layout == "rows":
-        return rows_table_context(table, ours, base, marks)
-    view = View(table, paper_columns(table, ours, published), "std_sd" in published, marks)
+        return [t for t in table.tasks if t in set(ours["task"])]
+    return paper_columns(table, ours, published)
+
+
+def part_context(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, base: dict,
+                 waiting, groups: list) -> dict:
+    """The table over some of its column groups (all of them: the whole table)."""
+    marks = {"notes": Notes(), "waiting": waiting}
+    if table.layout == "rows":
+        return rows_table_context(table, ours, base, marks, groups)
+    return columns_table_context(table, ours, published, base, marks, groups)
+
+
+def in_parts(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame, base: dict,
+             waiting) -> dict:
+    """The table whole, or, where it is wider than a landscape page, its column groups in
+    as few parts as fit one (each a table of its own, the first naming the others)."""
+    groups = groups_of(table, ours, published)
+    whole = part_context(table, ours, published, base, waiting, groups)
+    if width_of(whole) <= LANDSCAPE_PT or len(groups) < 2:
+        return {**whole, "parts": None}
+    for n in range(2, len(groups) + 1):
+        size = -(-len(groups) // n)
+        chunks = [groups[i:i + size] for i in range(0, len(groups), size)]
+        parts = [part_context(table, ours, published,
+                              {**base, "name": table.name if i == 0 else
+                               f"{table.name}-part{i + 1}"}, waiting, chunk)
+                 for i, chunk in enumerate(chunks)]
+        if all(width_of(p) <= LANDSCAPE_PT for p in parts) or size == 1:
+            break
+    names = [p["name"] for p in parts]
+    for i, part in enumerate(parts):
+        part["landscape"] = True
+        part["caption"] = (part["caption"] + f" Part {i + 1} of {len(parts)}: "
+                           + ("its other modes are in " + refs(names[1:]) if i == 0 else
+                              f"continued from Table~\\ref{{tab:{names[0]}}}") + ".")
+    return {**parts[0], "parts": parts, "landscape": True}
+
+
+def refs(names: list[str]) -> str:
+    found = [f"\\ref{{tab:{n}}}" for n in names]
+    return ("Table~" if len(found) == 1 else "Tables~") + " and~".join(found)
+
+
+def width_of(context: dict) -> float:
+    return table_pt(context["blocks"], context)
+
+
+def columns_table_context(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame,
+                          base: dict, marks: dict, columns: list) -> dict:
+    """The study's layout: per block and model our rows above the study's, a column group
+    per (framework, mode) of `columns`."""
+    view = View(table, columns, "std_sd" in published, marks)
     tasks = [t for t in table.tasks if t in set(ours["task"])]
     models = [m for m in table.models if m in set(ours["model"]) | set(published["model"])]
     blocks = [
@@ -457,24 +590,37 @@ def table_context(
         }
         for heading, rows in condition_blocks(ours)
     ]
+    header = header_context([(group_label(p, view.median_column), view.heads)
+                             for p in view.columns])
+    others = [p for p in table_modes(table) if p not in columns
+              and p in set(zip(ours["framework"], ours["mode"]))]
     return {
         **base,
         "blocks": blocks,
-        "notes": notes.items,
-        **header_context([(pair_label(*p), view.heads) for p in view.columns]),
-        "caption": table_caption(view, published, seeds_text(ours)),
+        "notes": marks["notes"].items,
+        **header,
+        **fitted(blocks, header),
+        "caption": table_caption(view, published, seeds_text(ours)) + (
+            f" Our other modes ({', '.join(pair_label(*p) for p in others)}) are in the "
+            "appendix's tables of every framework and mode." if others else ""),
     }
 
 
 def condition_blocks(ours: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Our rows per (device, threads) block, each headed by its block when there are several."""
-    conditions = sorted(set(zip(ours["device"], ours["threads"])))
+    """Our rows per (machine, device, threads) block, each headed by its block when there are
+    several (with its machine where there are several machines)."""
+    if ours.empty:
+        return []
+    columns = ["machine", "device", "threads"]
+    conditions = sorted(set(zip(*(ours[c] for c in columns))))
+    name = block_namer(ours)
     return [
         (
-            fmt.block(device, threads) if len(conditions) > 1 else "",
-            ours[(ours["device"] == device) & (ours["threads"] == threads)],
+            name({"machine": machine, "device": device, "threads": threads}) if name else "",
+            ours[(ours["machine"] == machine) & (ours["device"] == device)
+                 & (ours["threads"] == threads)],
         )
-        for device, threads in conditions
+        for machine, device, threads in conditions
     ]
 
 
@@ -492,7 +638,6 @@ def seeds_text(ours: pd.DataFrame) -> str:
 def header_context(groups: list[tuple[str, list[str]]]) -> dict:
     """A two-line header: each group's label over its heads; column spec, rules, type size."""
     n_stat_columns = sum(len(heads) for _, heads in groups)
-    width = sum(HEAD_WIDTH.get(h, 1) for _, heads in groups for h in heads)
     rules, start = [], 2
     for _, heads in groups:
         rules.append(f"\\cmidrule(lr){{{start}-{start + len(heads) - 1}}}")
@@ -502,8 +647,6 @@ def header_context(groups: list[tuple[str, list[str]]]) -> dict:
         "n_cols": 1 + n_stat_columns,
         "colspec": "c" * n_stat_columns,
         "cmidrules": "".join(rules),
-        "fontsize": font_size(width),
-        "landscape": landscape(width),
     }
 
 
@@ -531,18 +674,20 @@ def rows_line(table: TableInfo, pair, found: dict, where: str, marks: dict) -> d
         if table.first_step:
             mine.append(fmt.pm(r.get("first_step"), r.get("first_step_sd"), tex=True))
         if table.improvement:
-            mine += [speedup_text(r, pair, task, name) for name in LIKE_FOR_LIKE]
+            mine += [speedup_text(r, pair, task, name, table) for name in LIKE_FOR_LIKE]
         if ratio_pair and task == ratio_pair[1]:
-            mine.append(ratio_text(r, "task_ratio"))
+            denominator = first_row(found.get(ratio_pair[0], pd.DataFrame()))
+            mine.append(ratio_text(r, "task_ratio", (r.get("mean"), denominator.get("mean"))))
         here = f"{pair_label(*pair)}, {latex(where)}, {latex(task_label(task))}"
         mine[0] += cell_marks(r, here, **marks)
         cells += mine
     return {"label": pair_label(*pair), "cells": cells}
 
 
-def rows_table_context(table: TableInfo, ours: pd.DataFrame, base: dict, marks: dict) -> dict:
-    """A row per (framework, mode) measured for a model, a column group per task."""
-    tasks = [t for t in table.tasks if t in set(ours["task"])]
+def rows_table_context(table: TableInfo, ours: pd.DataFrame, base: dict, marks: dict,
+                       tasks: list) -> dict:
+    """A row per (framework, mode) measured for a model, a column group per task (of
+    `tasks`)."""
     blocks = [
         {
             "heading": latex(heading),
@@ -554,11 +699,13 @@ def rows_table_context(table: TableInfo, ours: pd.DataFrame, base: dict, marks: 
         }
         for heading, rows in condition_blocks(ours)
     ]
+    header = header_context([(latex(task_label(t)), rows_heads(table, t)) for t in tasks])
     return {
         **base,
+        **fitted(blocks, header),
         "blocks": blocks,
         "notes": marks["notes"].items,
-        **header_context([(latex(task_label(t)), rows_heads(table, t)) for t in tasks]),
+        **header,
         "caption": rows_caption(table, seeds_text(ours)),
     }
 
@@ -579,27 +726,23 @@ def rows_group(
 
 
 def rows_caption(table: TableInfo, n_seeds: str) -> str:
-    parts = [
-        f"{what_and_unit(table)}, every framework and mode measured. ``mean'': mean over "
-        f"seeds of each seed's mean $\\pm$ its sd over seeds; ``median'': {MEDIAN}; {n_seeds}."
-    ]
+    parts = [f"{what_and_unit(table)}, every framework and mode measured; {n_seeds}."]
     if table.first_step:
         parts.append(
             "``time to first step'': the ahead-of-time compilation "
             "or tracing (if the mode has one) plus the first call, which pays any "
-            "lazy compilation; mean $\\pm$ sd over seeds."
+            "lazy compilation; mean $\\pm$ sd over cells."
         )
     if table.improvement:
         parts.append(
             "Speed-ups of a compiled mode, like for like: ``step/step'', the framework's "
             "eager step over this mode's step; ``bwd/bwd'', its eager backward pass over this "
-            "mode's (a dash where the mode runs its whole step as one call); each with its "
-            f"interval; {N_TEXT}."
+            "mode's (a dash where the mode runs its whole step as one call)."
         )
     pair = tbl.ratio_tasks(table)
     if pair:
         parts.append(
             f"Last column: our {latex(task_label(pair[1]))} mean over our "
-            f"{latex(task_label(pair[0]))} mean, same model and mode; {N_TEXT}."
+            f"{latex(task_label(pair[0]))} mean, same model and mode."
         )
     return " ".join(parts)

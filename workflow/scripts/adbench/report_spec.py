@@ -237,13 +237,52 @@ MODEL_TEXT: dict[str, ModelText] = {
         "summed over the batch"),
     "rnn_cell": ModelText(
         "RNN cell", "002, the slides' example",
-        "next_h = tanh(W_h prev_h^T + W_x x^T), loss = sum(next_h), batch 1 as in the "
-        "slides; no biases"),
+        "the next state tanh(Wh h + Wx x) of a state h of 20 and an input x of 10, loss the "
+        "sum of the next state, batch 1 as in the slides; no biases"),
 }
 
 
 def model_label(model: str) -> str:
     return MODEL_TEXT[model].label
+
+
+# ================================================================ a reader's words
+# Code inside parentheses ("(loss.backward() / tape.gradient)"): a group holding a call, a
+# dotted or an underscored name, or an argument ("=").  The innermost first, so nested calls
+# go too.
+_CODE_GROUP = re.compile(r"\s*\((?:[^()]*?(?:\(\)|[A-Za-z]\.[A-Za-z]|[A-Za-z0-9]_[A-Za-z0-9]|=)"
+                         r"[^()]*?)\)")
+_LOG_GROUP = re.compile(r"\s*\(log: [^)]*\)")
+
+
+def _keys_to_labels(text: str) -> str:
+    """A task's or model's key, where a message names one, as the report names it."""
+    words = {**{k: v.label for k, v in TASK_TEXT.items()},
+             **{k: v.label for k, v in MODEL_TEXT.items()}}
+    keys = sorted((k for k in words if "_" in k or any(c.isdigit() for c in k)),
+                  key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w./])(" + "|".join(map(re.escape, keys)) + r")(?![\w/])")
+    return pattern.sub(lambda m: words[m[1]], text)
+
+
+def reader_message(text: str) -> str:
+    """A cell's message (why it failed or was refused) as the paper prints it: its log's path
+    left out (the last appendix says where logs are) and the pipeline's keys of tasks and
+    models named by their labels; the framework's own words kept."""
+    return " ".join(_keys_to_labels(_LOG_GROUP.sub("", str(text))).split())
+
+
+def in_words(text: str) -> str:
+    """A description or a message as a reader reads it: the code in its parentheses, log
+    paths and the pipeline's keys of tasks and models left out or named by their labels
+    (the calls themselves are printed once, in the paper's last appendix)."""
+    text = _LOG_GROUP.sub("", str(text))
+    while True:
+        shorter = _CODE_GROUP.sub("", text)
+        if shorter == text:
+            break
+        text = shorter
+    return " ".join(_keys_to_labels(text).split())
 
 
 # ================================================================ the study's documents
