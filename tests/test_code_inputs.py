@@ -15,6 +15,8 @@ import pytest
 
 from adbench import code_inputs, spec
 
+pytestmark = pytest.mark.e2e  # runs Snakemake
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "workflow" / "scripts"
 

@@ -211,6 +211,7 @@ def configs_section() -> str:
                 code(config.get("results") or run_config.default_results_tree([path])),
                 f"{len(cells):,}",
                 ", ".join(map(code, frameworks)),
+                ", ".join(map(code, config.get("raw_trees", []))),
             ]
         )
     return "\n\n".join(
@@ -218,8 +219,11 @@ def configs_section() -> str:
             "## Shipped configs",
             "The cells each config in `config/` expands to (`spec.config_cells`: the union of "
             "its grids). Each cell is one timing job; a run also builds environments and "
-            "runs the reference, analysis and paper jobs (`snakemake -n` lists them all).",
-            table(["config", "results tree", "cells", "frameworks"], rows, right=(2,)),
+            "runs the reference, analysis and paper jobs (`snakemake -n` lists them all). "
+            "A config's `raw_trees` are other trees whose raw files its analysis reads "
+            "beside its own cells (measured elsewhere, never re-timed).",
+            table(["config", "results tree", "cells", "frameworks", "also reads"], rows,
+                  right=(2,)),
         ]
     )
 
