@@ -7,6 +7,7 @@ itself loads when it imports each script: an import the reading misses fails her
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,7 +70,9 @@ def planned_inputs(workdir: Path = ROOT, *args: str) -> dict[str, list[tuple[dic
         if rule and "input" in fields:
             wildcards = dict(kv.split("=", 1) for kv in fields.get("wildcards", "").split(", ")
                              if "=" in kv)
-            jobs.setdefault(rule, []).append((wildcards, fields["input"].split(", ")))
+            # the rules name the checkout's files relative to the working directory
+            inputs = [os.path.normpath(workdir / f) for f in fields["input"].split(", ")]
+            jobs.setdefault(rule, []).append((wildcards, inputs))
     return jobs
 
 

@@ -229,12 +229,20 @@ def framework_env(wildcards):
 # A job's own code is one of its inputs: its script and every project module that script
 # imports (adbench/code_inputs.py reads the import statements), so editing any of them
 # re-runs exactly the jobs that run it. Snakemake tracks the shell line, not these files.
+def in_tree(path):
+    """A file of the checkout as a rule's input names it: relative to Snakemake's working
+    directory. Snakemake records the set of input paths of each job, so absolute ones would
+    re-run every job of a checkout that was moved or copied (another mount on a cluster, the
+    end-to-end tests' copies of one finished run)."""
+    return os.path.relpath(path)
+
+
 def code(script, *loaded):
     """A rule's code inputs; `loaded`: what its script loads by name (a backend)."""
-    return code_inputs.rule_code(script, *loaded)
+    return [in_tree(p) for p in code_inputs.rule_code(script, *loaded)]
 
 
-MEASURE_SCRIPT, RUN_CELL_SCRIPT = str(SCRIPTS / "measure.py"), str(SCRIPTS / "run_cell.py")
+MEASURE_SCRIPT, RUN_CELL_SCRIPT = in_tree(SCRIPTS / "measure.py"), in_tree(SCRIPTS / "run_cell.py")
 
 
 def backend_module(framework):

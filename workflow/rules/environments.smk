@@ -5,10 +5,10 @@
 rule build_venv:
     # Runs in the driver's Python (it makes the other environments), hence no conda env.
     input:
-        pins=str(ROOT / "envs" / "{env}.yaml"),
+        pins=in_tree(ROOT / "envs" / "{env}.yaml"),
         # Optional pins for building sdists (build_env.py); rebuilds when edited.
         build_constraints=lambda w: [
-            str(p) for p in [ROOT / "envs" / f"{w.env}.build-constraints.txt"] if p.exists()
+            in_tree(p) for p in [ROOT / "envs" / f"{w.env}.build-constraints.txt"] if p.exists()
         ],
     output:
         ".venvs/{env}.json",
@@ -19,7 +19,7 @@ rule build_venv:
         timing_lock=1,
     params:
         prefix=".venvs/{env}",
-        script=SCRIPTS / "build_env.py",
+        script=in_tree(SCRIPTS / "build_env.py"),
         # A framework's pins that cannot be installed fail its cells (recorded, with the
         # installer's message), not the run; the analysis environment is needed by all.
         on_failure=lambda w: "" if w.env == spec.ANALYSIS_ENV else "--record-failure",

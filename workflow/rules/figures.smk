@@ -10,7 +10,7 @@ rule figures:
         summary=tree("aggregate/summary.parquet"),
         cells=tree("aggregate/cells.parquet"),
         conditions=tree("aggregate/conditions.parquet"),
-        published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.csv")),
+        published=sorted(in_tree(p) for p in (ROOT / "report" / "published").glob("*.csv")),
         code=code("figures.py"),
     output:
         **reported_figures(),

@@ -8,7 +8,7 @@ rule paper:
         template="report/paper.tex.j2",
         code=code("render_paper.py"),
         bib="report/references.bib",
-        published=sorted(str(p) for p in (ROOT / "report" / "published").glob("*.*")),
+        published=sorted(in_tree(p) for p in (ROOT / "report" / "published").glob("*.*")),
         tables=TABLE_FILES,
         memory=MEMORY_FILE,  # read from the tables folder
         figure=FIGURE_FILES["first_iterations_pdf"],
@@ -27,7 +27,7 @@ rule paper:
         groups=tree("verdicts/groups.csv"),
         comparisons=tree("verdicts/comparisons.csv"),
         # the sections of report/sections/: how a gradient's cost grows, the graphs
-        sections=[p for p in (ROOT / "report" / "sections").glob("*.tex.j2")],
+        sections=sorted(in_tree(p) for p in (ROOT / "report" / "sections").glob("*.tex.j2")),
         scaling_table=SCALING_TABLE,
         peak=PEAK_FILES,
         scaling_figures=[p for k, p in SCALING_FIGURES.items() if k.endswith("_pdf")],
