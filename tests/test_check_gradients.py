@@ -164,3 +164,26 @@ def test_a_cell_is_known_by_its_description_not_its_path(tmp_path):
     assert set(zip(out["framework"], out["mode"])) == {("torch", "eager"),
                                                         ("tensorflow", "graph")}
     assert out["passed"].all()
+
+
+def test_a_file_from_before_descriptions_is_the_cell_its_raw_file_names(tmp_path):
+    """The committed example trees' derivative files carry no description: their raw file of
+    the same cell (its metadata) says which cell they are; without one the error says what
+    to do."""
+    from adbench import schema
+
+    g = [a.astype(np.float32) for a in TRUTH]
+    cell = spec.Cell("torch", "eager", "mlp512", "backward", "cpu", 1, 0)
+    old = str(tmp_path / cell.gradient_path)
+    derivatives.write_derivatives(old, "ok", 1.0, g)  # no `about`: an old file
+    result = subprocess.run(
+        [sys.executable, SCRIPT, "--tolerance", "1e-5", "--csv", str(tmp_path / "out.csv"),
+         "--md", str(tmp_path / "out.md"), "--references", write_reference(tmp_path),
+         "--cells", old], capture_output=True, text=True)
+    assert result.returncode != 0 and "no raw file of the cell beside it" in result.stderr
+    schema.write_raw(str(tmp_path / cell.raw_path), {}, [],
+                     {"cell": dataclasses.asdict(cell), "status": "ok"})
+    result, out = check(tmp_path, [old], [write_reference(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    assert out[["framework", "mode", "task"]].values.tolist() == [["torch", "eager", "backward"]]
+    assert out["passed"].all()

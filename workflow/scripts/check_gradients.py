@@ -26,7 +26,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import derivatives, reference, spec  # noqa: E402
+from adbench import derivatives, reference, schema, spec  # noqa: E402
 
 GROUP = ["model", "derivative", "device", "threads", "seed"]
 
@@ -41,13 +41,26 @@ def reference_key(path: str) -> tuple[str, str, int]:
 
 
 def cell_of(path: str) -> spec.Cell:
-    """The cell a derivative file is of, from its description (never its path)."""
+    """The cell a derivative file is of, from its description (never its path). A file written
+    before measure.py stored the description in it (the committed example trees) is of the
+    cell its raw file's metadata names: the raw file of the same cell path in its tree."""
     about = derivatives.read_about(path)
     try:
         return spec.CellDescription.from_dict(about).cell
     except ValueError as exc:
-        raise ValueError(f"{path}: no cell description in the file ({exc}): a file written "
-                         "before measure.py recorded it, delete it to re-time the cell") from None
+        missing = str(exc)
+    raw = raw_file_beside(path)
+    if raw is None:
+        raise ValueError(f"{path}: no cell description in the file ({missing}) and no raw "
+                         "file of the cell beside it: delete it to re-time the cell")
+    return spec.Cell(**schema.read_provenance(raw)["cell"])
+
+
+def raw_file_beside(path: str) -> str | None:
+    """<tree>/raw/<cell>.parquet for <tree>/gradients/<cell>.npz, where it exists."""
+    head, sep, tail = path.rpartition("gradients/")
+    raw = f"{head}raw/{tail.removesuffix('.npz')}.parquet" if sep else ""
+    return raw if raw and os.path.exists(raw) else None
 
 
 def parse_tolerances(default: float, overrides: list[str]) -> dict:
