@@ -256,3 +256,27 @@ def test_a_table_goes_landscape_by_what_it_prints_not_by_its_column_count():
     assert paper_tables.table_pt(blocks, context) > paper_tables.TEXT_PT
     assert paper_tables.fitted(blocks, context)["landscape"]
     assert paper_tables.fitted(blocks, context)["fontsize"].startswith(r"\small")
+
+
+def test_the_memory_appendix_prints_what_a_step_keeps_or_that_it_is_not_measurable():
+    """Kept bytes in MiB with their ratio to the saved activations' size; a condition whose
+    backend has no valid reading on the device reads n/m, never 0."""
+    from adbench import paper_context
+    from adbench.tables import MEMORY_COLUMNS
+
+    mib = 2**20
+    base = {c: NAN for c in MEMORY_COLUMNS} | {
+        "machine": "x86 CPU", "device": "cpu", "model": "mlp512", "task": "backward_retained",
+        "threads": 1, "n_processes": 2, "n_peak_from_start": 0, "n_not_measurable": 0,
+        "peak_over_baseline_bytes": 40 * mib, "held_after_step_bytes": 300 * mib,
+        "heap_after_step_bytes": 200 * mib}
+    memory = pd.DataFrame([
+        base | {"framework": "torch", "mode": "eager", "kept_by_step_bytes": 12 * mib,
+                "saved_activations_bytes": 12.5 * mib, "kept_over_saved": 0.96},
+        base | {"framework": "tensorflow", "mode": "eager", "n_not_measurable": 2},
+    ])
+    context = paper_context.memory_context(memory, None)
+    torch_row, tf_row = context["rows"]
+    assert torch_row["kept"] == "12.0" and torch_row["kept_over_saved"] == "0.960"
+    assert tf_row["kept"] == paper_context.NOT_MEASURABLE_MARK
+    assert tf_row["kept_over_saved"] == "n/a" and context["any_not_measurable"]

@@ -606,6 +606,23 @@ def mebibytes(value) -> str:
     return fmt.NA if missing(value) else fmt.number(float(value) / MIB)
 
 
+NOT_MEASURABLE_MARK = "n/m"  # the kept bytes of a condition no valid method reads
+
+
+def kept_by_step(row) -> str:
+    """The bytes a step keeps (MiB), or the mark of a condition whose processes' backend has no
+    valid reading on the device (tables.memory_table's n_not_measurable)."""
+    kept = getattr(row, "kept_by_step_bytes", math.nan)  # tables made before it was measured
+    n_not_measurable = getattr(row, "n_not_measurable", 0)
+    if missing(kept) and not missing(n_not_measurable) and n_not_measurable:
+        return NOT_MEASURABLE_MARK
+    return mebibytes(kept)
+
+
+def ratio_or_na(value) -> str:
+    return fmt.NA if missing(value) else fmt.number(float(value))
+
+
 def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> dict | None:
     """tables/memory.csv as the paper's memory table: a row per condition (medians over its
     processes, MiB), the device columns only where a cuda cell ran, and whether any peak
@@ -626,6 +643,8 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
             "peak": mebibytes(r.peak_over_baseline_bytes),
             "held": mebibytes(r.held_after_step_bytes),
             "heap": mebibytes(r.heap_after_step_bytes),
+            "kept": kept_by_step(r),
+            "kept_over_saved": ratio_or_na(getattr(r, "kept_over_saved", math.nan)),
             "from_start": int(r.n_peak_from_start) > 0,
             "device_allocated": mebibytes(r.device_peak_allocated_bytes),
             "device_reserved": mebibytes(r.device_peak_reserved_bytes),
@@ -638,5 +657,6 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
         "rows": rows,
         "cuda": bool(cuda),
         "any_from_start": any(r["from_start"] for r in rows),
+        "any_not_measurable": any(r["kept"] == NOT_MEASURABLE_MARK for r in rows),
         "n_conditions": len(rows),
     }
