@@ -45,7 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import pipeline_cost  # noqa: E402  (a fresh copy of the checkout)
 import plan_campaign  # noqa: E402  (workflow/scripts: the config as the workflow reads it)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slurm]
+# A single-node cluster and several full runs through it: minutes of both cores, so in the
+# extended tier (.ci/run runs it; `pytest -m slurm` runs these alone).
+pytestmark = [pytest.mark.e2e, pytest.mark.slurm, pytest.mark.extended]
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "tests" / "slurm" / "localhost.sh"
 OUT = "results-slurm"
