@@ -24,6 +24,7 @@ import pipeline_cost  # noqa: E402  (its fresh copy of the checkout)
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.extended  # dry runs of a campaign-sized grid: the extended tier
 def test_each_snakefile_compared_plans_the_grids_jobs(tmp_path):
     out = tmp_path / "dryrun_cost.json"
     models = ["mlp512", "cnn"]  # a small grid: the test is of the comparison, not its size

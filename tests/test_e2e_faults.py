@@ -30,7 +30,9 @@ from e2e import (
     tiny_cells,
 )
 
-pytestmark = pytest.mark.e2e
+# Each test here runs the workflow again on its own copy (faults planted, an interrupted run,
+# no latexmk, a second config): minutes of both cores, so in the extended tier (.ci/run).
+pytestmark = [pytest.mark.e2e, pytest.mark.extended]
 
 
 @pytest.fixture

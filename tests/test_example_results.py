@@ -57,7 +57,7 @@ def rebuild_command() -> list[str]:
             .split()]
 
 
-@pytest.mark.e2e
+@pytest.mark.extended  # a whole analysis and paper of a fresh checkout: the extended tier
 def test_the_paper_builds_from_the_example_without_measuring(tmp_path):
     if shutil.which("pdftotext") is None:
         pytest.fail("pdftotext is missing: ./setup.sh --test installs it")
@@ -122,7 +122,7 @@ MACHINES_CONFIG = "config/machines-example.yaml"
 H100_NAME, H200_NAME = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
 
 
-@pytest.mark.e2e
+@pytest.mark.extended  # a whole analysis and paper of a fresh checkout: the extended tier
 def test_two_trees_of_two_machines_are_analysed_side_by_side(tmp_path):
     """config/machines-example.yaml reads both example trees (raw_trees) and measures
     nothing: each machine a stratum of its own in the cells and the tables, their common
