@@ -143,7 +143,7 @@ def by_input_size(pair, study: dict, cells) -> str | None:
     if factor <= 1 or not close(pair["ratio"] * factor):
         return None
     return (f"input size: ours computes {words}; scaled up by {fmt.factor(factor)}, ours is "
-            f"{fmt.ratio(pair['ratio'] * factor)} times the study's")
+            f"{fmt.ratio(pair['ratio'] * factor)} times the study's number")
 
 
 def by_first_steps(pair, study: dict, cells) -> str | None:
@@ -159,7 +159,7 @@ def by_first_steps(pair, study: dict, cells) -> str | None:
     if not close(ratio):
         return None
     return (f"first steps: with its first step averaged into {int(n)} iterations, as the "
-            f"study's means were, ours is {fmt.ratio(ratio)} times the study's")
+            f"study's means were, ours is {fmt.ratio(ratio)} times the study's number")
 
 
 # The study's tables whose means averaged a trial's batches, its first included (claims.json
@@ -181,7 +181,7 @@ def by_threads(pair, data: dict) -> str | None:
         return None
     o = fits[0]
     return (f"threads (the study's unstated): ours on {fmt.threads_text(o['threads'])} is "
-            f"{fmt.ratio(o['mean'] / pair['study'])} times the study's")
+            f"{fmt.ratio(o['mean'] / pair['study'])} times the study's number")
 
 
 def one_factor(ratios: list[float]) -> bool:
