@@ -619,9 +619,6 @@ def kept_by_step(row) -> str:
     return mebibytes(kept)
 
 
-def ratio_or_na(value) -> str:
-    return fmt.NA if missing(value) else fmt.number(float(value))
-
 
 def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> dict | None:
     """tables/memory.csv as the paper's memory table: a row per condition (medians over its
@@ -644,7 +641,7 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
             "held": mebibytes(r.held_after_step_bytes),
             "heap": mebibytes(r.heap_after_step_bytes),
             "kept": kept_by_step(r),
-            "kept_over_saved": ratio_or_na(getattr(r, "kept_over_saved", math.nan)),
+            "kept_over_saved": fmt.number(getattr(r, "kept_over_saved", math.nan)),
             "from_start": int(r.n_peak_from_start) > 0,
             "device_allocated": mebibytes(r.device_peak_allocated_bytes),
             "device_reserved": mebibytes(r.device_peak_reserved_bytes),
