@@ -3,8 +3,10 @@
 
 Runs `snakemake --cores 8` (default config unless --configfile) in a fresh copy of this
 checkout, so your own results/ are never touched, then reports:
-  - total wall time of the run, and the time per rule (Snakemake's benchmark files);
+  - total wall time of the run, and how much of it was not timing jobs (environments,
+    references, analysis, paper);
   - the sum of measured step time (what the study is about) and of all timed iterations;
+  - the timing jobs' wall time (run_cell.py's log line) summed by phase;
   - per timing job: process start-up (interpreter, before the script's first line), imports
     (framework + harness), prepare (data, weights, compile), timed loop, gradients, and the
     rest of the job (writing files, Snakemake's shell, environment activation).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow" / "scripts"))
 
 from adbench import schema  # noqa: E402
+import run_cell  # noqa: E402  (the job wall time's log line)
 
 PHASES = ("startup_s", "import_s", "prepare_s", "timed_loop_s", "gradients_s", "rest_s")
 
@@ -69,14 +73,22 @@ def results_tree(workdir: Path) -> Path:
     return trees[0]
 
 
+def job_wall_s(log: Path) -> float:
+    """A timing job's wall time, as run_cell.py wrote it at the end of the job's log."""
+    found = re.findall(rf"{run_cell.JOB_WALL} ([0-9.]+) s", log.read_text(errors="replace"))
+    if not found:
+        raise SystemExit(f"{log}: no '{run_cell.JOB_WALL}' line (a job of an older harness?)")
+    return float(found[-1])
+
+
 def job_costs(workdir: Path) -> pd.DataFrame:
     """One row per timing job: its wall time split into phases."""
     rows = []
     tree = results_tree(workdir)
     for raw in sorted(glob.glob(str(tree / "raw/**/*.parquet"), recursive=True)):
         info = schema.read_provenance(raw)
-        bench = str(tree / "benchmarks/measure" / Path(raw).relative_to(tree / "raw"))
-        job_s = float(pd.read_csv(bench.replace(".parquet", ".tsv"), sep="\t")["s"].iloc[0])
+        relative = Path(raw).relative_to(tree / "raw").with_suffix(".log")
+        job_s = job_wall_s(tree / "logs/measure" / relative)
         phases = info.get("phases", {})
         started = info.get("process_started_at_epoch")
         startup = info["script_started_at_epoch"] - started if started else float("nan")
@@ -90,39 +102,37 @@ def job_costs(workdir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rule_times(workdir: Path) -> pd.Series:
-    """Seconds per rule from Snakemake's benchmark files (timing jobs only have them)."""
-    benchmarks = results_tree(workdir) / "benchmarks"
-    files = glob.glob(str(benchmarks / "**/*.tsv"), recursive=True)
-    totals = {}
-    for f in files:
-        rule = Path(f).relative_to(benchmarks).parts[0]
-        totals[rule] = totals.get(rule, 0.0) + float(pd.read_csv(f, sep="\t")["s"].iloc[0])
-    return pd.Series(totals, dtype=float)
-
-
 def report(workdir: Path, wall_s: float | None) -> dict:
     jobs = job_costs(workdir)
     per_framework = jobs.groupby("framework")[list(PHASES) + ["job_s"]].mean().round(3)
+    timing_s = float(jobs["job_s"].sum())
+    phase_totals = jobs[list(PHASES)].sum()
     summary = {
         "workdir": str(workdir),
         "total_wall_s": wall_s,
         "timing_jobs": int(len(jobs)),
-        "sum_timing_job_wall_s": float(jobs["job_s"].sum()),
+        "timing_jobs_by_status": jobs["status"].value_counts().to_dict(),
+        "sum_timing_job_wall_s": timing_s,
+        # Environments, references, analysis and paper (timing jobs run one at a time).
+        "rest_of_run_s": None if wall_s is None else wall_s - timing_s,
+        "sum_phase_s": phase_totals.round(1).to_dict(),
         "sum_measured_step_s": float(jobs["measured_step_s"].sum()),
         "sum_all_timed_iterations_s": float(jobs["all_iterations_s"].sum()),
         "mean_overhead_per_job_s": float((jobs["job_s"] - jobs["all_iterations_s"]).mean()),
         "mean_phase_per_job_s": {k: float(jobs[k].mean()) for k in PHASES},
         "per_framework_mean_s": per_framework.to_dict(orient="index"),
-        "rule_seconds": rule_times(workdir).round(2).to_dict(),
     }
     print(f"\nPipeline cost ({len(jobs)} timing jobs, {workdir})")
     if wall_s is not None:
         print(f"  total wall time              {wall_s:8.1f} s")
-    print(f"  sum of timing-job wall time  {summary['sum_timing_job_wall_s']:8.1f} s")
+        print(f"  of which not timing jobs     {summary['rest_of_run_s']:8.1f} s")
+    print(f"  sum of timing-job wall time  {timing_s:8.1f} s")
     print(f"  sum of measured step time    {summary['sum_measured_step_s']:8.2f} s")
     print(f"  sum of all timed iterations  {summary['sum_all_timed_iterations_s']:8.2f} s")
     print(f"  overhead per timing job      {summary['mean_overhead_per_job_s']:8.2f} s (mean)")
+    print("\nTiming jobs' wall time by phase, summed over jobs:")
+    for phase, seconds in phase_totals.items():
+        print(f"  {phase:<14} {seconds:10.1f} s  {100 * seconds / timing_s:5.1f} %")
     print("\nPer-job phases, mean seconds, by framework:")
     print(per_framework.to_string())
     return summary

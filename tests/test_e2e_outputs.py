@@ -294,3 +294,21 @@ def test_the_real_paper_passes_every_print_check(run):
         done = paper_checks.dry_run(command)
         assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
 
+
+
+def test_pipeline_cost_splits_every_timing_job_of_the_run(run):
+    """benchmarks/pipeline_cost.py on the finished run: every timing job has its wall time
+    (run_cell.py's log line) and phases that fit inside it."""
+    import pipeline_cost  # benchmarks/, on the path through e2e.py
+
+    jobs = pipeline_cost.job_costs(run)
+    assert len(jobs) == len(tiny_cells())
+    assert (jobs["job_s"] > 0).all()
+    inside = jobs[["startup_s", "import_s", "prepare_s", "timed_loop_s"]]
+    assert (inside.fillna(0) >= 0).all().all()
+    # The phases are parts of the job: what is left (the supervisor, writing) is not negative
+    # beyond the /proc clock's 10 ms ticks.
+    assert (jobs["rest_s"] > -0.05).all(), jobs[["job_s", "rest_s"]]
+    summary = pipeline_cost.report(run, wall_s=None)
+    assert summary["timing_jobs"] == len(jobs)
+    assert abs(sum(summary["sum_phase_s"].values()) - summary["sum_timing_job_wall_s"]) < 1

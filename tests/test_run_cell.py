@@ -276,3 +276,26 @@ def test_compile_caches_go_to_the_node_not_the_results_tree(tmp_path):
     assert seen.read_text().startswith(str(job_tmp) + os.sep)
     run_cell(tmp_path, child, env={**env, "ADBENCH_CACHE_DIR": str(tmp_path / "scratch")})
     assert seen.read_text() == str(tmp_path / "scratch")
+
+
+def test_a_process_start_is_read_to_the_tick_not_to_the_boot_second(tmp_path):
+    """provenance.process_start_epoch (start-up in every record, and the job wall time
+    run_cell.py logs): a child's own start-up cannot exceed the wall time its parent saw
+    around it. (From /proc/stat's whole-second btime it read up to a second more.)"""
+    code = ("import time; now = time.time(); import sys; sys.path.insert(0, sys.argv[1]); "
+            "from adbench import provenance; print(now - provenance.process_start_epoch())")
+    for _ in range(3):
+        before = time.time()
+        done = subprocess.run([sys.executable, "-c", code, SCRIPTS], capture_output=True,
+                              text=True, check=True)
+        parent_saw = time.time() - before
+        startup = float(done.stdout)
+        assert -0.02 <= startup <= parent_saw + 0.02, (startup, parent_saw)
+
+
+def test_the_job_log_ends_with_the_job_wall_time(tmp_path):
+    child = [sys.executable, child_script(tmp_path, "time.sleep(0.3)"), *measure_args(tmp_path)]
+    done = run_cell(tmp_path, child)
+    wall = [line for line in done.stderr.splitlines() if "job wall time" in line]
+    assert len(wall) == 1 and done.stderr.strip().endswith(wall[0]), done.stderr
+    assert float(wall[0].split("job wall time ")[1].split(" s")[0]) >= 0.3

@@ -53,7 +53,7 @@ def loop_deadline(budget_s: float | None) -> float | None:
     run_cell.py kills the process at the budget."""
     if budget_s is None:
         return None
-    # /proc's start time is whole-second coarse (btime): the earlier reading is the safe one.
+    # The process's start (/proc, to 10 ms), else the script's: the earlier is the safe one.
     started = min(filter(None, (provenance.process_start_epoch(), SCRIPT_START)))
     reserve = min(60.0, 0.2 * budget_s)
     return time.perf_counter() + budget_s - reserve - (time.time() - started)

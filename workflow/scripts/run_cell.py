@@ -53,6 +53,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The exit status of a job whose cell failed for its device (a GPU its framework cannot see).
 DEVICE_FAILED = 3
+JOB_WALL = "job wall time"  # the log line's words (benchmarks/pipeline_cost.py reads it)
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -78,6 +79,15 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def log(message: str) -> None:
     print(f"[run_cell {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def log_job_wall() -> None:
+    """The job's wall time, from this process's start to its end, in the job's log: what
+    benchmarks/pipeline_cost.py splits into the cell's phases and the rest."""
+    from adbench import provenance  # noqa: E402  (only now, as in write_record)
+    started = provenance.process_start_epoch()
+    if started is not None:
+        log(f"{JOB_WALL} {time.time() - started:.3f} s")
 
 
 class ChildWatch:
@@ -266,4 +276,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    log_job_wall()
+    sys.exit(status)
