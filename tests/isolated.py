@@ -147,6 +147,20 @@ class BackendCells:
             return self.run(tmp_path_factory.mktemp(self.framework))
         return results
 
+    def extended_tests(self):
+        """The fixture (`extended_results`) and cell test of a set made with extended=True,
+        beside the default set's `results` in the same file."""
+        @pytest.fixture(scope="module")
+        def extended_results(tmp_path_factory):
+            return self.run(tmp_path_factory.mktemp(f"{self.framework}-extended"))
+
+        ids = [f"{c['mode']}-{c['model']}-{c['task']}" for c in self.cells]
+
+        @pytest.mark.parametrize("k", range(len(self.cells)), ids=ids)
+        def test_extended_cell_conforms(extended_results, k):
+            self.check_cell(extended_results, k)
+        return extended_results, self.tier(test_extended_cell_conforms)
+
     def cell_test(self):
         ids = [f"{c['mode']}-{c['model']}-{c['task']}" for c in self.cells]
 

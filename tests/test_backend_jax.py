@@ -75,18 +75,7 @@ EXTENDED.cells = LEFT_OUT + [
     tiny(model, task, mode, seed=SEQUENCE_SEED) for mode in spec.FRAMEWORKS["jax"].modes
     for model in ("lstm", "rnn_cell") for task in spec.SEQUENCE_TASKS
     if tiny(model, task, mode, seed=SEQUENCE_SEED) not in SEQUENCE_CELLS]
-
-
-@pytest.fixture(scope="module")
-def extended_results(tmp_path_factory):
-    return EXTENDED.run(tmp_path_factory.mktemp("jax-extended"))
-
-
-@pytest.mark.extended
-@pytest.mark.parametrize("k", range(len(EXTENDED.cells)),
-                         ids=[f"{c['mode']}-{c['model']}-{c['task']}" for c in EXTENDED.cells])
-def test_extended_cell_conforms(extended_results, k):
-    EXTENDED.check_cell(extended_results, k)
+extended_results, test_extended_cell_conforms = EXTENDED.extended_tests()
 
 
 SCRIPTS = REPO / "workflow" / "scripts"

@@ -10,9 +10,9 @@ Numba's LLVM for each cell's whole graph (tens of seconds per model).  Measured 
 resnet50 backward 320 s; Numba mode cnn 220 s, ctc 65 s, lstm 40 s, attention 17 s.  So
 by default the C mode runs the MLPs, dense, fc_xent, rnn_cell and attention, the Numba mode
 mlp512 and rnn_cell (a dense and a recurrent graph: dense and fc_xent add ops the C mode
-already checks, at tens of seconds of LLVM each); ADBENCH_FULL_BACKEND_TESTS=1 runs every model but
-ResNet50 in both modes (about 25 minutes), ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it.
-The extended tier (pytest -m extended) runs what the default tier leaves out for time.
+already checks, at tens of seconds of LLVM each).  The extended tier (pytest -m extended)
+runs more of them (EXTENDED below); ADBENCH_FULL_BACKEND_TESTS=1 runs every model but ResNet50
+in both modes (about 25 minutes), ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it.
 """
 
 from __future__ import annotations
@@ -67,21 +67,17 @@ test_thread_record_keys_pools_one_way = CELLS.pool_keys_test(("openblas:numpy", 
 
 
 # The extended tier (pytest -m extended): the Jacobians the default tier leaves out for time
-# (LEFT_OUT: Numba's MLP Jacobians, C mode's attention Jacobians).
+# (LEFT_OUT: Numba's MLP Jacobians, C mode's attention Jacobians), and the models of their own
+# kind it leaves out: C mode's CNN, LSTM and CTC; Numba's LSTM, CTC and attention (about
+# 11 minutes in all, 2 cores). In no tier, for CI's time (ADBENCH_FULL_BACKEND_TESTS runs
+# them): C mode's ResNet50 (5 minutes a cell), Numba's CNN (4 minutes a cell) and its other
+# dense models (the ops of its mlp512, checked by default).
+EXTENDED_MODELS = {"c": ["cnn", "lstm", "ctc"], "numba": ["lstm", "ctc", "attention"]}
 EXTENDED = BackendCells("pytensor", extended=True)
-EXTENDED.cells = LEFT_OUT
-
-
-@pytest.fixture(scope="module")
-def extended_results(tmp_path_factory):
-    return EXTENDED.run(tmp_path_factory.mktemp("pytensor-extended"))
-
-
-@pytest.mark.extended
-@pytest.mark.parametrize("k", range(len(EXTENDED.cells)),
-                         ids=[f"{c['mode']}-{c['model']}-{c['task']}" for c in EXTENDED.cells])
-def test_extended_cell_conforms(extended_results, k):
-    EXTENDED.check_cell(extended_results, k)
+EXTENDED.cells = LEFT_OUT + [
+    tiny(model, task, mode) for mode, models in EXTENDED_MODELS.items() for model in models
+    for task in spec.STUDY_TASKS if model not in MODELS[mode]]
+extended_results, test_extended_cell_conforms = EXTENDED.extended_tests()
 
 
 def test_threads_reported_cover_numba(results):

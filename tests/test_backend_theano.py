@@ -7,10 +7,10 @@ Budget (this file, environment build included, under 4 minutes): FAST_RUN compil
 op with g++ from an empty compiledir here, as a fresh run does.  Measured per cell (2 cores,
 other jobs running): lstm 60 s, ctc 50 s, attention 35 s (backward; as much again for
 jacobian_rows), against a few seconds for the others once the first cell has built the
-common ops.  So by default the MLPs, dense, fc_xent, rnn_cell and cnn run;
-ADBENCH_FULL_BACKEND_TESTS=1 runs every model but ResNet50 (about 9 minutes),
-ADBENCH_FULL_BACKEND_TESTS=resnet50 adds it (3 more minutes).  ResNet50's jacobian_rows
-cell then fails the 1e-3 tolerance: 5.9e-3 on its example (seed 3, example 0), while the
+common ops.  So by default the MLPs, dense, fc_xent, rnn_cell and cnn run; the extended
+tier (pytest -m extended) runs the others (about 6 minutes), ResNet50 on seed 0: on the
+default tier's seed 3 its jacobian_rows cell fails the 1e-3 tolerance,
+5.9e-3 on its example (seed 3, example 0), while the
 other examples and seeds 0-2 measure 6e-7 and the float64 build matches to 7e-8; PyTorch's
 float32 eager mode jumps the same way (1.6e-3) on example 1 of seed 3.  This is the float32
 ReLU-kink effect the config schema describes for ResNet50, larger for one example's input
@@ -26,16 +26,13 @@ import subprocess
 import pytest
 
 from adbench import spec
-from isolated import REPO, BackendCells, venv_python
+from isolated import REPO, BackendCells, tiny, venv_python
 from variant_cells import variant_cells
 
 pytestmark = pytest.mark.backend  # runs the framework in processes of its own environment
 
-FULL = os.environ.get("ADBENCH_FULL_BACKEND_TESTS", "")
 # mlp354x2 after mlp294x3: its ops are compiled by then (it costs under a second)
 MODELS = ["mlp512", "mlp294x3", "mlp354x2", "fcn", "dense", "fc_xent", "rnn_cell", "cnn"]
-if FULL:
-    MODELS = [m for m in spec.STUDY_MODELS if m != "resnet50" or "resnet50" in FULL]
 
 CELLS = BackendCells("theano", models=MODELS, tasks=spec.STUDY_TASKS)
 CELLS.cells += variant_cells("theano")
@@ -44,6 +41,15 @@ test_cell_conforms = CELLS.cell_test()
 test_run_time_refusals_are_met = CELLS.refusals_test()
 test_threads_are_set_and_honoured = CELLS.threads_test()
 test_thread_record_keys_pools_one_way = CELLS.pool_keys_test(("openblas:numpy",))
+
+# The extended tier (pytest -m extended): the models the default tier leaves out for time,
+# ResNet50 on seed 0 (seed 3's example sits on a ReLU kink, above).
+EXTENDED = BackendCells("theano", extended=True)
+EXTENDED.cells = [tiny(model, task, mode, seed=0 if model == "resnet50" else 3)
+                  for mode in spec.FRAMEWORKS["theano"].modes
+                  for model in spec.STUDY_MODELS if model not in MODELS
+                  for task in spec.STUDY_TASKS]
+extended_results, test_extended_cell_conforms = EXTENDED.extended_tests()
 
 
 def test_choices_state_the_cache(results):
