@@ -74,11 +74,11 @@ def results_tree(workdir: Path) -> Path:
 
 
 def job_wall_s(log: Path) -> float:
-    """A timing job's wall time, as run_cell.py wrote it at the end of the job's log."""
-    found = re.findall(rf"{run_cell.JOB_WALL} ([0-9.]+) s", log.read_text(errors="replace"))
-    if not found:
-        raise SystemExit(f"{log}: no '{run_cell.JOB_WALL}' line (a job of an older harness?)")
-    return float(found[-1])
+    """A timing job's wall time, as run_cell.py wrote it at the end of the job's log; NaN
+    where there is none (a job still running, or one of a harness older than that line)."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    found = re.findall(rf"{run_cell.JOB_WALL} ([0-9.]+) s", text)
+    return float(found[-1]) if found else float("nan")
 
 
 def job_costs(workdir: Path) -> pd.DataFrame:
@@ -99,7 +99,13 @@ def job_costs(workdir: Path) -> pd.DataFrame:
         row["all_iterations_s"] = steps["step_s"].sum()
         row["rest_s"] = job_s - sum(row[k] for k in PHASES[:5] if pd.notna(row[k]))
         rows.append(row)
-    return pd.DataFrame(rows)
+    jobs = pd.DataFrame(rows)
+    unknown = int(jobs["job_s"].isna().sum())
+    if unknown:
+        print(f"{unknown} of {len(jobs)} timing jobs have no '{run_cell.JOB_WALL}' line in "
+              "their log (still running, or timed by an older harness): left out",
+              file=sys.stderr)
+    return jobs.dropna(subset=["job_s"]).reset_index(drop=True)
 
 
 def report(workdir: Path, wall_s: float | None) -> dict:
