@@ -154,17 +154,16 @@ class BackendCells:
         def extended_results(tmp_path_factory):
             return self.run(tmp_path_factory.mktemp(f"{self.framework}-extended"))
 
-        ids = [f"{c['mode']}-{c['model']}-{c['task']}" for c in self.cells]
-
-        @pytest.mark.parametrize("k", range(len(self.cells)), ids=ids)
+        @pytest.mark.parametrize("k", range(len(self.cells)), ids=self.ids())
         def test_extended_cell_conforms(extended_results, k):
             self.check_cell(extended_results, k)
         return extended_results, self.tier(test_extended_cell_conforms)
 
-    def cell_test(self):
-        ids = [f"{c['mode']}-{c['model']}-{c['task']}" for c in self.cells]
+    def ids(self) -> list[str]:
+        return [f"{c['mode']}-{c['model']}-{c['task']}" for c in self.cells]
 
-        @pytest.mark.parametrize("k", range(len(self.cells)), ids=ids)
+    def cell_test(self):
+        @pytest.mark.parametrize("k", range(len(self.cells)), ids=self.ids())
         def test_cell_conforms(results, k):
             self.check_cell(results, k)
         return self.tier(test_cell_conforms)
