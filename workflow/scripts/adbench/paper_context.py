@@ -619,7 +619,6 @@ def kept_by_step(row) -> str:
     return mebibytes(kept)
 
 
-
 def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> dict | None:
     """tables/memory.csv as the paper's memory table: a row per condition (medians over its
     processes, MiB), the device columns only where a cuda cell ran, and whether any peak
