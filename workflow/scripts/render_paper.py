@@ -339,6 +339,9 @@ def make_environment(template_dir: Path) -> jinja2.Environment:
         line_comment_prefix="%#",
         trim_blocks=True,
         lstrip_blocks=True,
+        # An included section keeps its last newline: otherwise its last line runs into the
+        # next section's first, and a '%' comment there swallows the next \section.
+        keep_trailing_newline=True,
         autoescape=False,
         undefined=jinja2.StrictUndefined,  # a missing number fails loudly, never prints blank
     )
