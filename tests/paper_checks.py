@@ -103,7 +103,23 @@ def log_problems(log: str) -> list[str]:
              if float(w) > OVERFULL_PT]
     found += ["overfull vbox" for _ in re.findall(r"Overfull \\vbox", log)]
     found += ["float too large" for _ in re.findall(r"Float too large", log)]
+    # a label defined twice (a longtable's repeated head) or a reference to none: a wrong or
+    # "??" cross-reference in the PDF
+    found += [f"label {name} multiply defined"
+              for name in re.findall(r"Label `([^']*)' multiply defined", log)]
+    found += [f"reference {name} undefined"
+              for name in re.findall(r"Reference `([^']*)' on page \d+ undefined", log)]
     return found
+
+
+_COMMENTED = re.compile(r"(?m)^(?:[^%\n]|\\%)*?(?<!\\)%[^\n]*?(\\(?:section|subsection|paragraph|"
+                        r"label|caption|begin|end)\b[^\n]*)")
+
+
+def commented_out(tex: str) -> list[str]:
+    """Structure lost in a comment: a heading, label or environment after a '%' on its line
+    (one template's last comment run into the next template's first line)."""
+    return [m[1][:80] for m in _COMMENTED.finditer(tex)]
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")

@@ -78,6 +78,7 @@ def all_checks(paper: Paper) -> dict[str, list]:
         "stitched phrases": paper_checks.stitched_phrases(paper),
         "cell as a condition": paper_checks.cell_in_two_senses(paper),
         "floats never referred to": paper_checks.unreferred_floats(paper.tex),
+        "structure in a comment": paper_checks.commented_out(paper.tex),
     }
 
 
@@ -115,6 +116,31 @@ def test_the_checks_find_a_table_run_off_its_page(tmp_path):
         r"\end{tabular}", r"\end{longtable}")
     found.tex = tex
     assert paper_checks.rows_on_the_pages(found)  # the rows past the page's end
+
+
+def test_no_heading_or_label_is_lost_in_a_comment(paper):
+    """Every section the templates write is a section of the paper: none is swallowed by the
+    previous template's last comment, and no label is defined twice (the log's check)."""
+    assert paper_checks.commented_out(paper.tex) == []
+    for title in re.findall(r"(?m)^[^%\n]*\\section\{([^}]*)\}", paper.tex):
+        heading = re.escape(title).replace("'", "['’]")  # the PDF's apostrophe is curly
+        assert paper.page_of(rf"(?:[A-Z0-9.]+\s+)?{heading}") is not None, title
+
+
+def test_the_checks_find_a_commented_heading_and_a_label_defined_twice(tmp_path):
+    """The checks themselves: a section after a comment on its line, and a longtable whose
+    label sits in the head repeated on every page it spans."""
+    assert paper_checks.commented_out("a % note\\section{Memory}\n") == ["\\section{Memory}"]
+    assert paper_checks.commented_out("50\\% of it\n\\section{A} % note\n") == []
+    rows = "\n".join(f"row {i} \\\\" for i in range(120))
+    (tmp_path / "paper.tex").write_text(
+        "\\documentclass{article}\\usepackage{longtable}\\begin{document}\n"
+        "\\begin{longtable}{l}\\caption{x}\\label{tab:x}\\\\\n\\endhead\n" + rows +
+        "\n\\end{longtable}\n\\end{document}\n")
+    subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "paper.tex"], cwd=tmp_path,
+                   capture_output=True)
+    log = (tmp_path / "paper.log").read_text(errors="replace")
+    assert "label tab:x multiply defined" in paper_checks.log_problems(log)
 
 
 # ----------------------------------------------------------------------------- item 4
