@@ -122,6 +122,17 @@ def commented_out(tex: str) -> list[str]:
     return [m[1][:80] for m in _COMMENTED.finditer(tex)]
 
 
+def headings_not_printed(paper: Paper) -> list[str]:
+    """Every \\section of the .tex (outside a comment) that is not a heading of the PDF's
+    text: its title on a line of its own, after its number or letter."""
+    found = []
+    for title in re.findall(r"(?m)^[^%\n]*\\section\{([^}]*)\}", paper.tex):
+        heading = re.escape(title).replace("'", "['’]")  # the PDF's apostrophe is curly
+        if paper.page_of(rf"(?:[A-Z0-9.]+\s+)?{heading}") is None:
+            found.append(title)
+    return found
+
+
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
 _ROW_END = re.compile(r"\\\\(?:\*)?\s*$|\\tabularnewline\s*$")
 
@@ -329,3 +340,25 @@ def dry_run(command: str, timeout: int = 600) -> subprocess.CompletedProcess:
     assert words[0] == "snakemake", command
     return subprocess.run(["python3", "-m", "snakemake", *words[1:], "-n", "--nolock", "-q"],
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+# ----------------------------------------------------------------------------- every check
+def all_checks(paper: Paper) -> dict[str, list]:
+    """Every check of a compiled paper, by name: what it found wrong (the commands' dry
+    runs apart: they take seconds each)."""
+    return {
+        "main text": main_text_problems(paper),
+        "LaTeX log": log_problems(paper.log),
+        "rows off the page": rows_on_the_pages(paper),
+        "code in the prose": code_in_the_prose(paper),
+        "stitched phrases": stitched_phrases(paper),
+        "cell as a condition": cell_in_two_senses(paper),
+        "floats never referred to": unreferred_floats(paper.tex),
+        "structure in a comment": commented_out(paper.tex),
+        "headings not printed": headings_not_printed(paper),
+    }
+
+
+def problems(paper: Paper) -> dict[str, list]:
+    """all_checks' findings, only the checks that found something."""
+    return {name: found for name, found in all_checks(paper).items() if found}
