@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adbench import comparisons, spec, stats
+from adbench import comparisons, inference, spec, stats
 
 REPLICATES = 300
 SCRIPTS = Path(comparisons.__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ def processes(framework, mode, model, task, quantity, seconds, seeds=(0, 1, 2),
               machine="x86 CPU", statistic="mean", device="cpu"):
     """bootstrap.parquet rows: one process per seed, seed s at seconds * (1 + s / 10), its
     replicates 1% around it."""
-    rng = np.random.default_rng(abs(hash((framework, mode, model, task, quantity))) % 2**32)
+    rng = inference.rng_for(repr((framework, mode, model, task, quantity)))
     return [{"framework": framework, "mode": mode, "model": model, "task": task,
              "device": device, "threads": 1, "seed": s, "machine": machine,
              "quantity": quantity, "statistic": statistic,

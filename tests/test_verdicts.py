@@ -19,7 +19,7 @@ def processes(framework, mode, model, task, quantity, seconds, n=5, between=0.01
               within=0.005, threads=1, rng=None, statistic=claims.VERDICT_STATISTIC):
     """bootstrap.parquet rows of one condition: n processes (seeds) whose levels scatter
     `between` (relative) around `seconds`, each with replicates scattering `within`."""
-    rng = rng or np.random.default_rng(abs(hash((framework, mode, model, task, seconds))) % 2**32)
+    rng = rng or inference.rng_for(repr((framework, mode, model, task, quantity, seconds)))
     levels = seconds * np.exp(rng.normal(0, between, n))
     return [{"framework": framework, "mode": mode, "model": model, "task": task,
              "device": "cpu", "threads": threads, "seed": seed, "machine": MACHINE,
@@ -384,10 +384,14 @@ def test_the_cheap_gradient_claim_is_judged_against_its_bound_with_no_margin(
         step_over_forward, verdict):
     """A claim of a bound: the step over the forward of the same processes, below 5
     supported, above it contradicted, at it inconclusive (the bound is the tolerance)."""
-    forward = 1e-3
-    data = frame(processes("torch", "eager", "mlp512", "backward", "forward_s", forward),
-                 processes("torch", "eager", "mlp512", "backward", "step_s",
-                           forward * step_over_forward))
+    forward = processes("torch", "eager", "mlp512", "backward", "forward_s", 1e-3)
+    # each process's step is exactly that process's forward times the ratio (the paired
+    # ratio sits on the bound, not near it by chance); only its iterations scatter anew
+    rng = inference.rng_for("step")
+    step = [{**row, "quantity": "step_s", "point": row["point"] * step_over_forward,
+             "replicates": row["point"] * step_over_forward
+             * np.exp(rng.normal(0, 0.005, REPLICATES))} for row in forward]
+    data = frame(forward, step)
     row = claim_row(evaluate(data), "cheap_gradient")
     assert row["bound"] == claims.CHEAP_GRADIENT_BOUND and row["margin"] == 0
     assert row["verdict"] == verdict
