@@ -1,6 +1,5 @@
 """Shared test set-up: the harness is importable as `adbench`, as the scripts import it."""
 
-import itertools
 import os
 import sys
 from pathlib import Path
@@ -20,23 +19,36 @@ def repo() -> Path:
     return REPO
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    """The end-to-end files first, in collection order otherwise: the workers (pytest-xdist,
-    a file each) start the longest work first instead of finishing on it.  Among them, the
-    files that read the shared run (tests/e2e.py) alternate with those that do not, so that
-    while one worker makes the run the other has work of its own."""
+    """Before `-m` selects: the unit tier is every test no other tier claims.  After it
+    (the order of what was selected): see `ordered_for_workers`."""
+    for item in items:
+        if not any(item.get_closest_marker(tier) for tier in HEAVY_TIERS):
+            item.add_marker(pytest.mark.unit)
+    result = yield
+    items[:] = ordered_for_workers(items)
+    return result
+
+
+def ordered_for_workers(items: list) -> list:
+    """The workers (pytest-xdist, a file each, in this order) start the longest work first
+    instead of finishing on it, and never wait idle for the shared run (tests/e2e.py): the
+    first file that reads it (and so makes it), then the end-to-end files that do not read
+    it, then the backend tier's files (minutes in all, more than the run takes), then the
+    other files that read the run (made by then), then the rest in collection order."""
     files = {}
     for item in items:
         files.setdefault(item.path, []).append(item)
-    e2e = [f for f, its in files.items() if its[0].get_closest_marker("e2e")]
-    needs_run = [f for f in e2e if any("e2e_run" in i.fixturenames for i in files[f])]
-    alone = [f for f in e2e if f not in needs_run]
-    order = [f for pair in itertools.zip_longest(needs_run, alone) for f in pair if f]
+    def tier(f, marker):
+        return bool(files[f][0].get_closest_marker(marker))
+    e2e = [f for f in files if tier(f, "e2e")]
+    readers = [f for f in e2e if any("e2e_run" in i.fixturenames for i in files[f])]
+    alone = [f for f in e2e if f not in readers]
+    backend = [f for f in files if tier(f, "backend") and f not in e2e]
+    order = [*readers[:1], *alone, *backend, *readers[1:]]
     order += [f for f in files if f not in order]
-    items[:] = [item for f in order for item in files[f]]
-    for item in items:  # the unit tier: what no other tier claims
-        if not any(item.get_closest_marker(tier) for tier in HEAVY_TIERS):
-            item.add_marker(pytest.mark.unit)
+    return [item for f in order for item in files[f]]
 
 
 # The tiers beyond the unit tier (pyproject.toml's markers); a unit test is every other.
