@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -60,32 +61,34 @@ def test_choices_state_the_cache(results):
     assert all(r["compile_s"] > 0 for r in ok)
 
 
-def test_flags_and_cache_dir(tmp_path):
-    """THEANO_FLAGS composed before the import: the user's flags kept, blas.ldflags empty,
-    the compiledir under ADBENCH_CACHE_DIR/theano, nothing written to $HOME; and the
-    Python-3.11 fallback to the Python scan loop works."""
+def run_theano(code: str, tmp_path) -> tuple[dict, Path, Path]:
+    """`code` in the Theano environment as a timing job imports it (backends.load first),
+    with a user's THEANO_FLAGS, an empty $HOME and an empty ADBENCH_CACHE_DIR; the JSON its
+    last line prints, the home and the cache."""
     home, cache = tmp_path / "home", tmp_path / "cache"
     home.mkdir()
-    code = (
-        "import json, numpy as np; from adbench import backends; backends.load('theano'); "
-        "import theano, theano.tensor as T; "
-        "x = T.fvector('x'); "
-        "f = theano.function([x], theano.grad((x ** 2).sum(), x)); "
-        "s, _ = theano.scan(lambda v, acc: acc * v, sequences=x, outputs_info=T.ones_like(x[0])); "
-        "g = theano.function([x], theano.grad(s[-1], x)); "
-        "v = np.arange(1, 4, dtype='float32'); assert np.allclose(f(v), 2 * v); "
-        "assert np.allclose(g(v), [6, 3, 2]); "
-        "print(json.dumps({'base': theano.config.base_compiledir, "
-        "'compiledir': theano.config.compiledir, 'ldflags': theano.config.blas.ldflags, "
-        "'exception_verbosity': theano.config.exception_verbosity, "
-        "'floatX': theano.config.floatX, 'openmp': theano.config.openmp}))")
     done = subprocess.run(
-        [str(venv_python("theano")), "-c", code], cwd=REPO / "workflow" / "scripts",
-        capture_output=True, text=True, check=False,
+        [str(venv_python("theano")), "-c",
+         "import json, numpy as np; from adbench import backends; backends.load('theano'); "
+         "import theano, theano.tensor as T; " + code],
+        cwd=REPO / "workflow" / "scripts", capture_output=True, text=True, check=False,
         env={**os.environ, "HOME": str(home), "ADBENCH_CACHE_DIR": str(cache),
              "THEANO_FLAGS": "exception_verbosity=high,base_compiledir=/nonexistent"})
     assert done.returncode == 0, done.stderr[-3000:]
-    info = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), home, cache
+
+
+def test_flags_and_cache_dir(tmp_path):
+    """THEANO_FLAGS composed before the import: the user's flags kept, blas.ldflags empty,
+    the compiledir under ADBENCH_CACHE_DIR/theano (a compiled function's C modules land
+    there), nothing written to $HOME."""
+    info, home, cache = run_theano(
+        "x = T.fvector('x'); f = theano.function([x], theano.grad((x ** 2).sum(), x)); "
+        "v = np.arange(1, 4, dtype='float32'); assert np.allclose(f(v), 2 * v); "
+        "print(json.dumps({'base': theano.config.base_compiledir, "
+        "'compiledir': theano.config.compiledir, 'ldflags': theano.config.blas.ldflags, "
+        "'exception_verbosity': theano.config.exception_verbosity, "
+        "'floatX': theano.config.floatX, 'openmp': theano.config.openmp}))", tmp_path)
     assert info["base"] == str(cache / "theano")
     assert info["compiledir"].startswith(str(cache / "theano"))
     assert info["ldflags"] == ""
@@ -93,4 +96,22 @@ def test_flags_and_cache_dir(tmp_path):
     assert info["floatX"] == "float32"
     assert info["openmp"] is False
     assert any((cache / "theano").rglob("*.so"))
+    assert not [p for p in home.rglob("*")], list(home.rglob("*"))
+
+
+# Extended: compiling a scan and its gradient into an empty cache costs about 35 s here.
+# The default tier runs the scan loop forward in every jacobian_rows cell (a scan over the
+# rows); the gradient through a scan is the LSTM's and CTC's, which are extended too.
+@pytest.mark.extended
+def test_the_python_scan_loop_runs_a_scan_and_its_gradient(tmp_path):
+    """Python 3.11's fallback from the C scan loop (device.py) to Theano's Python one: a
+    scan's result and its gradient are right, and nothing is written to $HOME."""
+    info, home, _ = run_theano(
+        "x = T.fvector('x'); "
+        "s, _ = theano.scan(lambda v, acc: acc * v, sequences=x, outputs_info=T.ones_like(x[0])); "
+        "g = theano.function([x], [s[-1], theano.grad(s[-1], x)]); "
+        "product, grad = g(np.arange(1, 4, dtype='float32')); "
+        "print(json.dumps({'product': float(product), 'grad': grad.tolist()}))", tmp_path)
+    assert info["product"] == pytest.approx(6)
+    assert info["grad"] == pytest.approx([6, 3, 2])
     assert not [p for p in home.rglob("*")], list(home.rglob("*"))
