@@ -75,10 +75,13 @@ def main(framework: str, cells_file: str, outdir: str) -> int:
     summary = {"threads_reported": backend.configure_threads(1),
                "versions": backend.versions(), "cells": []}
     for k, cell in enumerate(cells):
-        summary["cells"].append(run_cell(backend, framework, cell,
-                                         os.path.join(outdir, f"{k}.npz")))
+        start = time.perf_counter()
+        result = run_cell(backend, framework, cell, os.path.join(outdir, f"{k}.npz"))
+        # what the cell cost this test tier (compilations included): for the tiers' budgets
+        result["wall_s"] = time.perf_counter() - start
+        summary["cells"].append(result)
         print(f"[runner] {framework} {cell['mode']} {cell['model']} {cell['task']}: "
-              f"{summary['cells'][-1]['status']}", file=sys.stderr, flush=True)
+              f"{result['status']} in {result['wall_s']:.1f} s", file=sys.stderr, flush=True)
     with open(os.path.join(outdir, "results.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
     return 0

@@ -9,7 +9,8 @@ environments (tests/test_backend_<framework>.py with tests/isolated.py).
 torch.compile and XLA compile every model x task anew (seconds each): in the default tier
 those two modes run on a representative subset of the models (SLOW_MODE_MODELS), tf.function
 on every model but ResNet50, every mode on every model but the MLP of depth 2; the rest of
-the study's models is the extended tier (pytest -m extended).  Every mode runs every task."""
+the study's models is the extended tier (pytest -m extended), with a few slow single cells
+(SLOW_CELLS).  Every mode runs every task."""
 
 from __future__ import annotations
 
@@ -59,9 +60,20 @@ MAY_RUN = {("torch", "script", "rnn_cell", "jacobian_vectorized"),
            ("torch", "trace", "rnn_cell", "jacobian_vectorized")}
 
 
-def in_default_tier(framework: str, mode: str, model: str) -> bool:
-    return model in BACKEND_TEST_MODELS and model in SLOW_MODE_MODELS.get((framework, mode),
-                                                                          (model,))
+# Single cells of 7-13 s here left to the extended tier: each one's transform runs in the
+# default tier on other models, and its model in the default tier's other tasks (the CNN's
+# Jacobians under torch.compile; ResNet50's and the LSTM's batched Jacobians in eager
+# TensorFlow, whose LSTM Jacobians tf.function also runs).
+SLOW_CELLS = {*(("torch", "compile", "cnn", task) for task in spec.STUDY_TASKS
+                if task != "backward"),
+              *(("tensorflow", "eager", model, task) for model in ("resnet50", "lstm")
+                for task in ("loss_jacobian", "jacobian_vectorized"))}
+
+
+def in_default_tier(framework: str, mode: str, model: str, task: str) -> bool:
+    return (model in BACKEND_TEST_MODELS
+            and model in SLOW_MODE_MODELS.get((framework, mode), (model,))
+            and (framework, mode, model, task) not in SLOW_CELLS)
 
 
 def cells() -> list:
@@ -72,7 +84,7 @@ def cells() -> list:
         for model in spec.STUDY_MODELS:
             for task in sorted(spec.STUDY_TASKS):  # variants: test_variant_tasks.py
                 for mode in spec.FRAMEWORKS[framework].modes:
-                    marks = () if in_default_tier(framework, mode, model) else (
+                    marks = () if in_default_tier(framework, mode, model, task) else (
                         pytest.mark.extended,)
                     found.append(pytest.param(framework, mode, model, task, marks=marks,
                                               id=f"{framework}-{mode}-{model}-{task}"))
