@@ -6,8 +6,17 @@ GPU and driver).  The paper names a machine by its GPU, or its CPU for a CPU cel
 as people say it ("H100 80GB HBM3", "Xeon Platinum 8480+"), adding the driver or the CPU only
 where two machines would read alike; and sets one machine against another from the
 comparisons product's "machines" rows (adbench.comparisons.machine_plans): per (framework,
-mode, task) the geometric mean over models of one machine's time over the other's, every
+mode, task) the geometric mean over models of one machine's step over the other's, every
 condition's ratio in an appendix.  Text escaped for LaTeX.
+
+One quantity per comparison: every ratio here divides one machine's step (QUANTITY) by the
+other's, by the verdicts' statistic (claims.VERDICT_STATISTIC, the median over a process's
+iterations) where the product holds it, and names the statistic it used.  The other
+quantities the product sets side by side (a first step over the steady state, the forward
+alone) are not shown: a headline that mixed them would divide different things under one
+caption.  Two trees whose workloads differ are compared only where the step's shape is the
+same (the batch and, for a Jacobian, its rows: SHAPE_FIELDS); what else differs (iterations,
+warm-up, samples: a per-step statistic does not depend on them) is stated.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import re
 import pandas as pd
 
 from adbench import formatting as fmt
+from adbench.claims import VERDICT_STATISTIC
 from adbench.comparisons import ITERATIONS
 from adbench.formatting import latex
 from adbench.report_spec import model_label, task_label
@@ -24,6 +34,12 @@ from adbench.spec import FRAMEWORKS, MODELS, TASKS
 from adbench.tables import column_label
 
 KIND = "machines"
+QUANTITY = "step_s"  # the quantity every verdict reads: the step
+# A step's shape: two machines' cells are comparable only where these are the same.
+SHAPE_FIELDS = ("batch_size", "jacobian_rows")
+# The workload's sizes a per-step statistic does not depend on: stated where they differ.
+RUN_FIELDS = (("iterations", "iterations"), ("warmup", "warm-up iterations"),
+              ("n_samples", "samples"))
 # What a CPU's brand string carries that no one says aloud.
 _CPU_NOISE = re.compile(r"\((?:R|TM|tm|r)\)|\bCPU\b|\bProcessor\b|@\s*[\d.]+\s*GHz|"
                         r"\b\d+-Core\b|\bwith Radeon.*$", re.IGNORECASE)
@@ -153,29 +169,120 @@ def every_row(mine: pd.DataFrame) -> list[dict]:
             for _, r in rows.sort_values(["_m", "_t"], kind="stable").iterrows()]
 
 
-def machines_context(made: pd.DataFrame | None, env: dict) -> dict | None:
-    """The section where the comparisons product sets machines against each other; None
-    for a tree of one machine (or whose machines measured no condition in common)."""
-    if made is None or made.empty or not (made["kind"] == KIND).any():
+def statistic_of(mine: pd.DataFrame) -> str:
+    """The statistic the section's ratios use: the verdicts' where the product holds it."""
+    held = set(mine["statistic"])
+    return VERDICT_STATISTIC if VERDICT_STATISTIC in held or not held else sorted(held)[0]
+
+
+def step_rows(made: pd.DataFrame) -> pd.DataFrame:
+    """The product's machines rows of the step, by one statistic (statistic_of)."""
+    mine = made[(made["kind"] == KIND) & (made["numerator_quantity"] == QUANTITY)]
+    return mine[mine["statistic"] == statistic_of(mine)] if len(mine) else mine
+
+
+def workloads(cells: pd.DataFrame | None, machine: str) -> pd.DataFrame:
+    """A machine's ok cells' workload sizes, per (framework, mode, model, task, device,
+    threads)."""
+    keys = ["framework", "mode", "model", "task", "device", "threads"]
+    if cells is None or "machine" not in cells:
+        return pd.DataFrame(columns=keys)
+    ok = cells[(cells["machine"] == machine) & (cells["status"] == "ok")]
+    fields = [f for f in (*SHAPE_FIELDS, *(f for f, _ in RUN_FIELDS)) if f in ok]
+    return ok[keys + fields].drop_duplicates(keys)
+
+
+def side_key(r) -> tuple:
+    return (r["numerator_framework"], r["numerator_mode"], r["numerator_model"],
+            r["numerator_task"], r["device"], r["threads"])
+
+
+def same_shape(mine: pd.DataFrame, numerator: pd.DataFrame,
+               denominator: pd.DataFrame) -> pd.Series:
+    """Per comparison row: whether both machines' cells ran the step on the same shape
+    (SHAPE_FIELDS); True where a machine's cells are not known (no cells table given)."""
+    if numerator.empty or denominator.empty:
+        return pd.Series(True, index=mine.index)
+    keys = ["framework", "mode", "model", "task", "device", "threads"]
+    top, bottom = numerator.set_index(keys), denominator.set_index(keys)
+    fields = [f for f in SHAPE_FIELDS if f in top and f in bottom]
+
+    def same(r) -> bool:
+        k = side_key(r)
+        if k not in top.index or k not in bottom.index:
+            return True
+        return all(str(top.loc[k, f]) == str(bottom.loc[k, f]) for f in fields)
+
+    rows = mine[mine["level"] == "comparison"]
+    keep = {i: same(r) for i, r in rows.iterrows()}
+    return pd.Series([keep.get(i, True) for i in mine.index], index=mine.index)
+
+
+def sizes_text(frame: pd.DataFrame, field: str) -> str:
+    values = sorted({int(v) for v in pd.to_numeric(frame[field], errors="coerce").dropna()})
+    return fmt.NA if not values else "/".join(f"{v:,}" for v in values)
+
+
+def workload_differences(numerator: pd.DataFrame, denominator: pd.DataFrame,
+                         compared: pd.DataFrame) -> list[dict]:
+    """What differs between two machines' workloads over the conditions compared (RUN_FIELDS):
+    each field's sizes on each side, where they are not the same."""
+    keys = ["framework", "mode", "model", "task", "device", "threads"]
+    wanted = {side_key(r) for _, r in compared.iterrows()}
+    pick = lambda frame: frame[[tuple(k) in wanted  # noqa: E731
+                                for k in frame[keys].itertuples(index=False)]]
+    top, bottom = pick(numerator), pick(denominator)
+    out = []
+    for field, noun in RUN_FIELDS:
+        if field in top and field in bottom and len(top) and len(bottom):
+            mine, theirs = sizes_text(top, field), sizes_text(bottom, field)
+            if mine != theirs:
+                out.append({"what": noun, "numerator": mine, "denominator": theirs})
+    return out
+
+
+def machines_context(made: pd.DataFrame | None, env: dict,
+                     cells: pd.DataFrame | None = None) -> dict | None:
+    """The section where the comparisons product sets machines against each other, on the
+    step (QUANTITY) by one statistic; None for a tree of one machine (or whose machines
+    measured no condition in common).  `cells` (aggregate's cells table) gives each machine's
+    workload: a condition whose step shape differs is left out and counted, and the sizes a
+    per-step statistic does not depend on are stated where they differ."""
+    if made is None or made.empty:
         return None
-    mine = made[made["kind"] == KIND]
+    steps = step_rows(made)
+    if steps.empty:
+        return None
     machines = [m["machine"] for m in env.get("machines", [])] or sorted(
         set(made["machine"]))
     names = machine_names(machines)
     pairs = []
-    for (numerator, denominator), group in mine.groupby(["machine", "denominator_machine"],
-                                                        sort=False):
+    for (numerator, denominator), group in steps.groupby(["machine", "denominator_machine"],
+                                                         sort=False):
+        top, bottom = workloads(cells, numerator), workloads(cells, denominator)
+        shared = same_shape(group, top, bottom)
+        unlike = group[~shared & (group["level"] == "comparison")]
+        group = group[shared]
+        if group.empty:
+            continue
         rows = pooled_rows(group)
         values = [r["value"] for r in rows if not r["one_process"]] or [
             r["value"] for r in rows]
+        compared = group[group["level"] == "comparison"]
         pairs.append({"numerator": latex(names.get(numerator, numerator)),
                       "denominator": latex(names.get(denominator, denominator)),
                       "rows": rows, "every": every_row(group),
                       "span": fmt.span(values, tex=True),
-                      "n_one_process": sum(r["one_process"] for r in rows)})
+                      "n_one_process": sum(r["one_process"] for r in rows),
+                      "differences": [{k: latex(v) for k, v in d.items()} for d in
+                                      workload_differences(top, bottom, compared)],
+                      "n_unlike_shape": len(unlike)})
+    if not pairs:
+        return None
     return {
         "machines": [{"name": latex(names[m["machine"]]), "full": latex(m["machine"]),
                       "n_cells": m.get("n_cells", fmt.NA)}
                      for m in env.get("machines", []) if m["machine"] in names],
         "pairs": pairs,
+        "statistic": latex(steps["statistic"].iloc[0]),
     }
