@@ -19,6 +19,13 @@ and their cells are not judged.  Nor is a model whose expectation is under MIN_S
 a graph's own bookkeeping (its nodes, a tape's records: up to 12 KiB measured) would be a
 tenth of it.
 
+The examples a step differentiates are its task's (examples_of): a loss derivative's batch,
+one example for an output Jacobian (spec.Workload.rows_per_batch), whatever batch size the
+cell records; a Jacobian task set against a batch's activations would read a one-example
+graph as a fraction, and a kept figure many times its own as a retained graph.  No ratio is
+stated below the floor (expected_saved_bytes: None), and a kept figure more than FAR_ABOVE
+times its expectation is more than this step's graph (far_above).
+
 Measured (adbench.timing.ProcessMemory, the C heap, default batches): PyTorch's retained
 graphs kept 1.01x this on mlp512 and mlp294x3, 1.00x on the CNN and 1.02x on ResNet50;
 MXNet's 1.05x and 1.00x, Chainer's 1.00x on the MLPs and 1.33x on the CNN (its convolution
@@ -35,6 +42,21 @@ FLOAT32, INT64 = 4, 8
 # (tests/test_step_memory.py): a planted allocation found within 20%.
 TOLERANCE = 0.20
 MIN_SAVED_BYTES = 128 * 1024
+# Kept bytes over expected above this are more than one graph of the step's examples: the
+# retained graphs measured kept 1.00-1.33x theirs (the module's list), a graph's bookkeeping
+# at most 12 KiB over MIN_SAVED_BYTES' 128.
+FAR_ABOVE = 2.0
+# What a step that keeps more than its own graph keeps, by what it computes (the memory
+# appendix states it beside the rows far_above flags).
+BEYOND_ONE_GRAPH = {
+    "jacobian": "an output Jacobian's step differentiates one example and retains no graph "
+                "past its return, so bytes many times that example's activations are state "
+                "the framework keeps across steps (a compiled function's cached buffers, a "
+                "vectorised map's workspace over the Jacobian's rows), not a retained graph",
+    "gradients": "a loss derivative's step that keeps more than its batch's activations "
+                 "keeps state across steps beyond its graph (a compiled function's cached "
+                 "buffers, an allocator's retained workspace)",
+}
 
 
 def mlp(model: spec.ModelSpec, batch: int) -> int:
@@ -97,6 +119,36 @@ def saved_activation_bytes(model: str, batch: int) -> int | None:
     found = spec.MODELS[model]
     family = FAMILIES.get(found.family)
     return None if family is None else family(found, batch)
+
+
+def examples_of(task: str, batch: int) -> int:
+    """The examples one step of `task` differentiates at a cell's batch size: one for an
+    output Jacobian (spec.Workload.rows_per_batch), the batch for a loss derivative."""
+    return 1 if spec.TASKS[task].derivative == "jacobian" else int(batch)
+
+
+def expected_saved_bytes(model: str, task: str, batch: int) -> int | None:
+    """What a step of `task` on spec.MODELS[model] at a cell's batch size should keep if its
+    graph were retained: the saved activations of the examples it differentiates
+    (examples_of); None where the family states no expectation, or the expectation is under
+    MIN_SAVED_BYTES (no ratio is stated below the method's floor)."""
+    saved = saved_activation_bytes(model, examples_of(task, batch))
+    return saved if saved is not None and saved >= MIN_SAVED_BYTES else None
+
+
+def far_above(kept_over_saved) -> bool:
+    """Whether a kept figure is more than FAR_ABOVE times its expectation (False where
+    either is missing)."""
+    try:
+        return float(kept_over_saved) > FAR_ABOVE
+    except (TypeError, ValueError):
+        return False
+
+
+def beyond_one_graph(task: str) -> str:
+    """What a step of `task` keeps when it keeps more than its own graph (BEYOND_ONE_GRAPH)."""
+    derivative = spec.TASKS[task].derivative
+    return BEYOND_ONE_GRAPH["jacobian" if derivative == "jacobian" else "gradients"]
 
 
 def judged(model: str) -> bool:

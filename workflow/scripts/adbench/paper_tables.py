@@ -17,6 +17,7 @@ import re
 
 import pandas as pd
 
+from adbench import activation_memory
 from adbench import formatting as fmt
 from adbench import stats
 from adbench import tables as tbl
@@ -746,3 +747,28 @@ def rows_caption(table: TableInfo, n_seeds: str) -> str:
             f"{latex(task_label(pair[0]))} mean, same model and mode."
         )
     return " ".join(parts)
+
+
+# ----------------------------------------------------------------------------- memory
+def memory_notes(memory: pd.DataFrame) -> dict:
+    """What the memory appendix states beside its table (tables.memory_table's rows): the
+    floor below which no kept/saved ratio is given, the bound above which a kept figure is
+    more than its step's graph, and each condition past it with what such a step keeps
+    (activation_memory.far_above, beyond_one_graph), LaTeX-escaped."""
+    far = [r for r in memory.itertuples()
+           if activation_memory.far_above(getattr(r, "kept_over_saved", None))]
+    return {
+        "floor_kib": activation_memory.MIN_SAVED_BYTES // 1024,
+        "far_above": fmt.number(activation_memory.FAR_ABOVE),
+        "flagged": [{"model": latex(model_label(r.model) if r.model in MODELS else r.model),
+                     "task": latex(task_label(r.task)),
+                     "mode": pair_label(r.framework, r.mode),
+                     "ratio": fmt.number(r.kept_over_saved),
+                     "why": latex(activation_memory.beyond_one_graph(r.task))}
+                    for r in far],
+    }
+
+
+def far_above(row) -> bool:
+    """A memory table row whose kept figure is more than its step's graph (memory_notes)."""
+    return activation_memory.far_above(getattr(row, "kept_over_saved", None))
