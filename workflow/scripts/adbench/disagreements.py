@@ -1,45 +1,81 @@
 """Where our numbers and the study's disagree: every number of the study's tables that ours
-differs from by more than a factor of two, each with the explanation the data support.
+differs from by more than a factor of two, and for each the explanations put to the test.
 
 A published number is set against our condition of the same framework, mode and model only
 (never another framework's), in every block measured: for a Jacobian table, whose method the
 study never stated, against the nearer of our two Jacobian tasks; for the study's printed
 improvement column, against our same construction of it (our eager backward pass over our
-compiled step).  An explanation is given only where this run's own numbers support it, in
-this order:
+compiled step).
 
-input size    the model's input or Jacobian is smaller than the study's: ours scaled up by
-              the factor (rows, input elements) comes within a factor of two;
-first steps   the study's mean kept its first iterations (its Tables 1-2: claims.json's
-              n_batches per trial): our first step averaged into as many iterations comes
-              within a factor of two;
-threads       another thread count of ours comes within a factor of two;
-hardware      every number of the study's table differs from ours by one factor (all within
-              FACTOR_BAND of each other): a machine-wide factor;
-versions      every number of the framework and mode in the table differs by one factor, while
-              the table's others do not: the framework's implementation in the versions
-              compared;
-unexplained   none of these.
+Each explanation is a named test (TESTS) over this run's data, with the cells it rests on and
+a rule that can fail.  On a disagreement it applies to, a test says one of
+    explains        the rule held: the number as the explanation reads it is within the factor;
+    refuted         the rule failed;
+    not testable    the run lacks the test's inputs: "needs ..." says which.
+A disagreement is explained where a test explains it, unexplained where every test that
+applies refuted it, and open where none explains it and at least one could not be run.
+
+machine      a machine-speed factor per framework: ours over the study's on the other numbers
+             of the framework in the same part of the study (STUDY_SETUP), fitted as their
+             geometric mean with the number explained held out (leave-one-out); the rule: the
+             others agree with the factor within the factor of two, and the held-out number
+             divided by it comes within it.
+flop_rate    the FLOP rate the study's number implies (flops.task_flops at the study's sizes)
+             against this machine's measured matmul peak per thread (scaling/peak.json): it
+             explains ours being slower where the study's rate exceeds our peak at our thread
+             count, i.e. the study's number needs more of this machine's cores than ours used.
+backward     the study's compiled column (Table 2) read as the backward pass alone: ours
+             from the compiled mode's own backward cells (TorchScript times its backward), or
+             the whole step less the forward task's step of the same mode and model
+             (tf.function times only whole steps); the printed improvement likewise.
+first_steps  the study's means over a trial's batches kept their first iterations (claims.json
+             n_batches): our first iteration (cells: time to first step less the compile
+             phase) averaged into as many iterations.
+threads      the study's unstated thread count: our same condition at another thread count,
+             on the cores this machine has.
+jacobian     the Jacobian's size: our Jacobian of fewer rows (and a smaller input, the study's
+             presumed one) scaled up, each of our Jacobian tasks by its own time, never one
+             task's time with another's.
 Text escaped for LaTeX.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Callable
 
 import pandas as pd
 
+from adbench import flops
 from adbench import formatting as fmt
 from adbench.formatting import latex
 from adbench.machines_section import block_namer
-from adbench.report_spec import TABLES, TableInfo, cited, model_label, task_label
-from adbench.spec import MODELS, TASKS
+from adbench.report_spec import (TABLES, TableInfo, cited, framework_label, model_label,
+                                 task_label)
+from adbench.scaling import peak_of
+from adbench.spec import MODELS, TASKS, timed_quantities
 from adbench.tables import column_label
 
 FACTOR = 2.0  # a disagreement: ours and the study's differ by more than this factor
-FACTOR_BAND = 1.5  # numbers "differ by one factor" when their ratios are within this band
 BLOCK = ["machine", "device", "threads"]
-UNEXPLAINED = "unexplained"
+EXPLAINS, REFUTED, NOT_TESTABLE = "explains", "refuted", "not testable"
+EXPLAINED, UNEXPLAINED, OPEN = "explained", "unexplained", "open"
+
+# The parts of the study whose numbers were measured together (one setup, one machine): its
+# §3.1 (Tables 1-2, the MLPs), its §3.2 (Tables 3-4, "linux4", one thread), its draft's
+# dense-layer table.  A machine-speed factor is fitted within one part only.
+STUDY_SETUP = {"table1_eager": "§3.1 (Tables 1–2)", "table2_compiled": "§3.1 (Tables 1–2)",
+               "table3_jacobian": "§3.2 (Tables 3–4)", "table4_resnet50": "§3.2 (Tables 3–4)",
+               "table5_dense": "draft, Table 1"}
+# Where the study states its thread count: §3.2, "single thread of CPU" (000).
+STUDY_ONE_THREAD = ("table3_jacobian", "table4_resnet50")
+# Where the study states its sizes: §3.1 gives the MLPs' layers and the batch (128), which
+# our models and claims.json's batch_size are; its other tables give no layer sizes.
+STUDY_SIZES_STATED = ("table1_eager", "table2_compiled")
+# The study's tables whose means averaged a trial's batches, its first included (claims.json
+# n_batches: 469 batches per trial, 000 §3.1).
+FIRST_STEP_TABLES = ("table1_eager", "table2_compiled")
 
 
 def far(ratio: float) -> bool:
@@ -81,13 +117,13 @@ def pairs_of_table(table: TableInfo, ours: pd.DataFrame, published: pd.DataFrame
         mine = our_rows(ours, r, table)
         for _, block in (mine.groupby(BLOCK, sort=False) if len(mine) and study > 0 else []):
             found.append({"table": table, "published": r, "ours": nearest(block, study),
-                          "what": "mean", "study": study})
+                          "what": "mean", "study": study, "block": block})
         improvement = number(r.get("improvement"))
         for _, block in (mine.groupby(BLOCK, sort=False) if improvement > 0 else []):
             row = block.iloc[0]
             if not fmt.missing(row.get("improvement_study_style")):
                 found.append({"table": table, "published": r, "ours": row,
-                              "what": "improvement", "study": improvement})
+                              "what": "improvement", "study": improvement, "block": block})
     return found
 
 
@@ -107,24 +143,236 @@ def all_pairs(data: dict) -> list[dict]:
     return found
 
 
-# ----------------------------------------------------------------------------- explanations
-def scale_factor(model: str, study: dict, cells: pd.DataFrame | None) -> tuple[float, str]:
-    """How much larger the study's Jacobian was than ours (rows, input elements), and in
-    words; 1 where nothing was scaled down."""
-    spec = MODELS[model]
-    factor, words = 1.0, []
-    rows = rows_used(model, cells)
-    if rows < spec.n_outputs:
-        factor *= spec.n_outputs / rows
-        words.append(f"{rows} of {spec.n_outputs} Jacobian rows")
-    shape = study.get("study_input_shape", {}).get(model)
-    if shape and math.prod(shape) != math.prod(spec.input_shape):
-        factor *= math.prod(shape) / math.prod(spec.input_shape)
-        words.append(f"a {fmt.shape_text(spec.input_shape)} input, the study's presumably "
-                     f"{fmt.shape_text(shape)}")
-    return factor, "; ".join(words)
+def same_block(a, b) -> bool:
+    return all(a["ours"][k] == b["ours"][k] for k in BLOCK)
 
 
+def framework_of(pair) -> str:
+    return pair["ours"]["framework"]
+
+
+# ----------------------------------------------------------------------------- the tests
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One test on one disagreement: EXPLAINS, REFUTED or NOT_TESTABLE, and what it found
+    (for NOT_TESTABLE, what it needs)."""
+
+    test: str
+    verdict: str
+    text: str
+    short: str = ""  # its number in a few characters, for the table's row
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """What the tests read: every pair compared, the tidy tables, the study's text, the
+    cells, the matmul peak (scaling.read_peaks) and the per-condition estimates
+    (conditions.parquet), the last three optional."""
+
+    pairs: list
+    data: dict
+    study: dict
+    cells: pd.DataFrame | None
+    peak: dict | None
+    conditions: pd.DataFrame | None
+
+
+def verdict_of(test: str, ratio: float, text: str) -> Outcome:
+    """EXPLAINS where `ratio` (ours, as the explanation reads it, over the study's) is within
+    the factor, else REFUTED; `text` says how it was computed."""
+    return Outcome(test, EXPLAINS if close(ratio) else REFUTED,
+                   f"{text}: {fmt.ratio(ratio)} times the study's", fmt.ratio(ratio))
+
+
+def needs(test: str, what: str) -> Outcome:
+    return Outcome(test, NOT_TESTABLE, f"needs {what}")
+
+
+def log_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+# -- (a) machine speed, per framework, leave-one-out
+def by_machine(pair, run: Run) -> Outcome | None:
+    if pair["what"] != "mean":
+        return None
+    setup = STUDY_SETUP.get(pair["table"].name)
+    others = [p["ratio"] for p in run.pairs if p is not pair and p["what"] == "mean"
+              and framework_of(p) == framework_of(pair) and same_block(p, pair)
+              and STUDY_SETUP.get(p["table"].name) == setup]
+    label = framework_label(framework_of(pair))
+    if len(others) < 2:
+        return needs("machine", f"at least two other numbers of {label} from the study's "
+                                f"{setup} measured here ({len(others)} in this run)")
+    fitted = log_mean(others)
+    words = (f"ours over the study's on {len(others)} other numbers of {label} in its {setup}: "
+             f"{fmt.ratio(fitted)} (they span {fmt.span(others)})")
+    if not all(close(o / fitted) for o in others):
+        return Outcome("machine", REFUTED, f"{words}, not one factor", "no one factor")
+    return verdict_of("machine", pair["ratio"] / fitted, f"{words}; this one divided by it")
+
+
+# -- (b) the FLOP rate the study's number implies
+def study_flops(pair, run: Run) -> float:
+    """FLOPs of the timed quantity at the study's sizes (STUDY_SIZES_STATED: our models'
+    layers, the study's batch)."""
+    r, table = pair["ours"], pair["table"]
+    model = MODELS[r["model"]]
+    batch = number(run.study.get("batch_size"))
+    counted = flops.task_flops(r["model"], r["task"], int(batch) if batch > 0
+                               else model.batch_size, model.n_outputs)
+    return float(counted[table.quantity])
+
+
+def by_flop_rate(pair, run: Run) -> Outcome | None:
+    r = pair["ours"]
+    if pair["what"] != "mean" or r["device"] != "cpu" or pair["ratio"] < 1:
+        return None  # only ours slower on a CPU asks whether the study used more cores
+    if pair["table"].name not in STUDY_SIZES_STATED:
+        return needs("flop_rate", f"the study's sizes of {model_label(r['model'])} (its text "
+                                  "states none)")
+    counted = study_flops(pair, run)
+    per_thread = peak_of(run.peak or {}, "cpu", 1)
+    ours_peak = peak_of(run.peak or {}, "cpu", int(r["threads"]))
+    if not per_thread > 0 or not ours_peak > 0:
+        return needs("flop_rate", "this machine's matmul peak at one thread and at "
+                                  f"{fmt.threads_text(int(r['threads']))} (scaling/peak.json)")
+    seconds = pair["study"] / fmt.unit_scale(pair["table"].unit)
+    rate = counted / seconds / 1e9
+    cores = rate / per_thread
+    text = (f"the study's number implies {fmt.number(rate)} GFLOP/s, {fmt.number(cores)} of "
+            f"this machine's cores at its peak of {fmt.number(per_thread)} GFLOP/s per thread")
+    cpus = machine_cores(run.cells, r["machine"])
+    if cpus:
+        text += f" (it has {cpus})"
+    at = f"this machine's peak at {fmt.threads_text(int(r['threads']))}, ours"
+    short = f"{fmt.number(cores)} cores"
+    if rate > ours_peak:
+        return Outcome("flop_rate", EXPLAINS, f"{text}; beyond {at}", short)
+    return Outcome("flop_rate", REFUTED, f"{text}; within {at}", short)
+
+
+def machine_cores(cells: pd.DataFrame | None, machine) -> int | None:
+    if cells is None or "cpu_count" not in cells:
+        return None
+    mine = cells[cells["machine"] == machine] if "machine" in cells else cells
+    counts = pd.to_numeric(mine["cpu_count"], errors="coerce").dropna()
+    return int(counts.max()) if len(counts) else None
+
+
+# -- (c) the compiled column read as the backward pass alone
+def condition_mean(run: Run, r, task: str, quantity: str, unit: str) -> float:
+    """Our mean of a condition's quantity (conditions.parquet), in `unit`; NaN if absent."""
+    c = run.conditions
+    if c is None or c.empty:
+        return math.nan
+    hit = c[(c["framework"] == r["framework"]) & (c["mode"] == r["mode"])
+            & (c["model"] == r["model"]) & (c["task"] == task) & (c["quantity"] == quantity)
+            & (c["statistic"] == "mean") & (c["device"] == r["device"])
+            & (c["threads"] == r["threads"]) & (c["machine"] == r["machine"])]
+    return float(hit["point"].iloc[0]) * fmt.unit_scale(unit) if len(hit) else math.nan
+
+
+def compiled_backward(pair, run: Run) -> tuple[float, str] | str:
+    """Our compiled mode's backward pass, in the table's unit, and how it was read; or what
+    is missing."""
+    r, unit = pair["ours"], pair["table"].unit
+    if "backward_s" in timed_quantities(r["framework"], r["mode"], r["task"]):
+        value = number(r.get("improvement_backward_denominator_s"))
+        if not value > 0:
+            value = condition_mean(run, r, r["task"], "backward_s", unit)
+        label = column_label(r["framework"], r["mode"])
+        return ((value, f"{label}'s own backward pass") if value > 0
+                else f"{label}'s backward cells of {model_label(r['model'])}")
+    step = number(r["mean"])
+    forward = condition_mean(run, r, "forward", "step_s", unit)
+    label = column_label(r["framework"], r["mode"])
+    if not forward > 0:
+        return (f"{label}'s forward cells of {model_label(r['model'])} (task forward) and "
+                "their estimates (conditions.parquet) in the section's inputs")
+    if not step > forward:
+        return f"a {label} step longer than its forward"
+    return step - forward, (f"{label}'s step less its forward (the forward task's mean "
+                            "step, same model and block)")
+
+
+def by_backward(pair, run: Run) -> Outcome | None:
+    table = pair["table"]
+    if not (table.compiled and table.quantity == "step_s" and table.tasks == ("backward",)):
+        return None
+    found = compiled_backward(pair, run)
+    if isinstance(found, str):
+        return needs("backward", found)
+    backward, method = found
+    if pair["what"] == "improvement":
+        eager = number(pair["ours"].get("improvement_study_style_numerator_s"))
+        if not eager > 0:
+            return needs("backward", "our eager backward pass of the same model")
+        return verdict_of("backward", eager / backward / pair["study"],
+                          f"our eager backward over {method}")
+    return verdict_of("backward", backward / pair["study"], method)
+
+
+# -- (d) the first iterations averaged in
+def first_iteration(run: Run, r, unit: str) -> float:
+    """The condition's first timed iteration (its whole step), mean over its ok seeds, in
+    `unit`: time to first step less the ahead-of-time compile phase (cells.parquet)."""
+    c = run.cells
+    if c is None or "time_to_first_step_s" not in c:
+        return math.nan
+    hit = c[(c["framework"] == r["framework"]) & (c["mode"] == r["mode"])
+            & (c["model"] == r["model"]) & (c["task"] == r["task"])
+            & (c["device"] == r["device"]) & (c["threads"] == r["threads"])
+            & (c["status"] == "ok")]
+    if "machine" in c:
+        hit = hit[hit["machine"] == r["machine"]]
+    first = (pd.to_numeric(hit["time_to_first_step_s"], errors="coerce")
+             - pd.to_numeric(hit.get("phase_compile_s", 0.0), errors="coerce").fillna(0.0))
+    first = first.dropna()
+    return float(first.mean()) * fmt.unit_scale(unit) if len(first) else math.nan
+
+
+def by_first_steps(pair, run: Run) -> Outcome | None:
+    if pair["what"] != "mean" or pair["table"].name not in FIRST_STEP_TABLES:
+        return None
+    n = number(run.study.get("n_batches"))
+    if not n > 1:
+        return needs("first_steps", "the study's batches per trial (claims.json n_batches)")
+    r = pair["ours"]
+    first = first_iteration(run, r, pair["table"].unit)
+    if not first > 0:
+        return needs("first_steps", "the condition's first iteration (its cells' time to "
+                                    "first step)")
+    with_first = (first + (n - 1) * float(r["mean"])) / n
+    whole = "" if pair["table"].quantity == "step_s" else " (its whole step: an upper bound)"
+    return verdict_of("first_steps", with_first / pair["study"],
+                      f"our first iteration{whole} averaged into {int(n)}")
+
+
+# -- (e) the thread count
+def by_threads(pair, run: Run) -> Outcome | None:
+    if pair["what"] != "mean":
+        return None
+    r, table = pair["ours"], pair["table"]
+    if table.name in STUDY_ONE_THREAD:
+        return Outcome("threads", REFUTED, "the study states one thread for this table",
+                       "the study: 1 thread")
+    ours = run.data[table.name]["ours"]
+    others = ours[(ours["framework"] == r["framework"]) & (ours["mode"] == r["mode"])
+                  & (ours["model"] == r["model"]) & (ours["task"] == r["task"])
+                  & (ours["machine"] == r["machine"]) & (ours["device"] == r["device"])
+                  & (ours["threads"] != r["threads"]) & ours["mean"].notna()]
+    if others.empty:
+        cores = machine_cores(run.cells, r["machine"])
+        where = f"; this machine has {cores} cores" if cores else ""
+        return needs("threads", f"the same condition at another thread count{where}")
+    best = min((o for _, o in others.iterrows()),
+               key=lambda o: abs(math.log(o["mean"] / pair["study"])))
+    return verdict_of("threads", best["mean"] / pair["study"],
+                      f"ours on {fmt.threads_text(int(best['threads']))}")
+
+
+# -- (f) the Jacobian's size, per task
 def rows_used(model: str, cells: pd.DataFrame | None) -> int:
     default = MODELS[model].n_jacobian_rows
     if cells is None or "jacobian_rows" not in cells:
@@ -135,97 +383,108 @@ def rows_used(model: str, cells: pd.DataFrame | None) -> int:
     return used.pop() if len(used) == 1 else default
 
 
-def by_input_size(pair, study: dict, cells) -> str | None:
+def scalings(model: str, study: dict, cells) -> list[tuple[str, float]]:
+    """The study's Jacobian over ours: by its rows alone, and by rows and input size where
+    the study's input (presumed) is larger; none where ours is the study's size."""
+    spec = MODELS[model]
+    rows = rows_used(model, cells)
+    by_rows = spec.n_outputs / rows if rows < spec.n_outputs else 1.0
+    found = [(f"rows ({rows} of {spec.n_outputs})", by_rows)] if by_rows > 1 else []
+    shape = study.get("study_input_shape", {}).get(model)
+    if shape and math.prod(shape) != math.prod(spec.input_shape):
+        both = by_rows * math.prod(shape) / math.prod(spec.input_shape)
+        found.append((("rows and " if by_rows > 1 else "") + f"input ({fmt.shape_text(shape)}"
+                      f" for {fmt.shape_text(spec.input_shape)})", both))
+    return found
+
+
+def by_jacobian_size(pair, run: Run) -> Outcome | None:
     r = pair["ours"]
     if pair["what"] != "mean" or TASKS[r["task"]].derivative != "jacobian":
         return None
-    factor, words = scale_factor(r["model"], study, cells)
-    if factor <= 1 or not close(pair["ratio"] * factor):
-        return None
-    return (f"input size: ours computes {words}; scaled up by {fmt.factor(factor)}, ours is "
-            f"{fmt.ratio(pair['ratio'] * factor)} times the study's number")
+    scaled = scalings(r["model"], run.study, run.cells)
+    if not scaled:
+        return None  # ours is the study's size: nothing to scale
+    tried = []
+    for _, mine in pair["block"].iterrows():
+        for words, factor in scaled:
+            tried.append((abs(math.log(mine["mean"] * factor / pair["study"])),
+                          mine["mean"] * factor / pair["study"],
+                          f"{task_label(mine['task'])} ×{fmt.factor(factor)} by {words}"))
+    tried.sort()
+    outcome = verdict_of("jacobian", tried[0][1], tried[0][2])
+    rest = "; ".join(f"{t}: {fmt.ratio(v)}" for _, v, t in tried[1:])
+    return dataclasses.replace(outcome, text=outcome.text + (f" (also {rest})" if rest else ""))
 
 
-def by_first_steps(pair, study: dict, cells) -> str | None:
-    """The study averaged its first iterations into its means (Tables 1-2)."""
-    n = number(study.get("n_batches"))
-    r = pair["ours"]
-    first = number(r.get("first_step"))
-    if pair["what"] != "mean" or pair["table"].name not in FIRST_STEP_TABLES or not n > 1 \
-            or not first > 0:
-        return None
-    with_first = (first + (n - 1) * float(r["mean"])) / n
-    ratio = with_first / pair["study"]
-    if not close(ratio):
-        return None
-    return (f"first steps: with its first step averaged into {int(n)} iterations, as the "
-            f"study's means were, ours is {fmt.ratio(ratio)} times the study's number")
+@dataclasses.dataclass(frozen=True)
+class Test:
+    """One explanation: its name in the paper, the cells it rests on, its rule."""
+
+    key: str
+    name: str
+    rests_on: str
+    rule: str
+    run: Callable
 
 
-# The study's tables whose means averaged a trial's batches, its first included (claims.json
-# n_batches: 469 batches per trial, 000 §3.1).
-FIRST_STEP_TABLES = ("table1_eager", "table2_compiled")
+TESTS = (
+    Test("machine", "machine speed",
+         "the framework's other numbers from the same part of the study, same block",
+         "their ratios share one factor within 2×, and the number held out divided by it is "
+         "within 2×", by_machine),
+    Test("flop_rate", "FLOP rate",
+         "the study's number and the FLOP count at its sizes; this machine's matmul peak per "
+         "thread", "the study's implied rate exceeds our peak at our thread count "
+         "(its number needs more of this machine's cores)", by_flop_rate),
+    Test("backward", "compiled column as backward",
+         "TorchScript's backward cells; tf.function's step and forward cells",
+         "our compiled backward (or the improvement built on it) within 2×", by_backward),
+    Test("first_steps", "first iterations averaged in",
+         "the condition's cells' first iterations; the study's batches per trial",
+         "our mean with its first iteration averaged into the study's batches within 2×",
+         by_first_steps),
+    Test("threads", "thread count",
+         "the same condition at another thread count",
+         "ours at another thread count within 2× (where the study does not state one)",
+         by_threads),
+    Test("jacobian", "Jacobian size",
+         "each of our Jacobian tasks of the condition; its rows and input size",
+         "a task's own time scaled by the rows (and the presumed input) within 2×",
+         by_jacobian_size),
+)
+TEST_NAMES = {t.key: t.name for t in TESTS}
 
 
-def by_threads(pair, data: dict) -> str | None:
-    r, table = pair["ours"], pair["table"]
-    if pair["what"] != "mean":
-        return None
-    ours = data[table.name]["ours"]
-    others = ours[(ours["framework"] == r["framework"]) & (ours["mode"] == r["mode"])
-                  & (ours["model"] == r["model"]) & (ours["task"] == r["task"])
-                  & (ours["machine"] == r["machine"]) & (ours["device"] == r["device"])
-                  & (ours["threads"] != r["threads"]) & ours["mean"].notna()]
-    fits = [o for _, o in others.iterrows() if close(o["mean"] / pair["study"])]
-    if not fits:
-        return None
-    o = fits[0]
-    return (f"threads (the study's unstated): ours on {fmt.threads_text(o['threads'])} is "
-            f"{fmt.ratio(o['mean'] / pair['study'])} times the study's number")
+def outcomes(pair, run: Run) -> list[Outcome]:
+    return [o for o in (t.run(pair, run) for t in TESTS) if o is not None]
 
 
-def one_factor(ratios: list[float]) -> bool:
-    return len(ratios) >= 2 and max(ratios) / min(ratios) <= FACTOR_BAND
-
-
-def by_hardware(pair, pairs: list) -> str | None:
-    same = [p["ratio"] for p in pairs if p["table"] is pair["table"] and p["what"] == "mean"
-            and same_block(p, pair)]
-    if pair["what"] != "mean" or not one_factor(same):
-        return None
-    return (f"hardware: one factor for the whole table ({fmt.span(same)}), as a faster or "
-            "slower machine gives")
-
-
-def by_versions(pair, pairs: list) -> str | None:
-    r = pair["ours"]
-    table = [p for p in pairs if p["table"] is pair["table"] and p["what"] == "mean"
-             and same_block(p, pair)]
-    mine = lambda p: (p["ours"]["framework"], p["ours"]["mode"]) == (r["framework"],  # noqa
-                                                                     r["mode"])
-    mode = [p["ratio"] for p in table if mine(p)]
-    others = [p["ratio"] for p in table if not mine(p)]
-    if pair["what"] != "mean" or not one_factor(mode) or one_factor(mode + others):
-        return None
-    return (f"versions: one factor for this mode's numbers only ({fmt.span(mode)}), its "
-            "implementation in the versions compared")
-
-
-def same_block(a, b) -> bool:
-    return all(a["ours"][k] == b["ours"][k] for k in BLOCK)
-
-
-def explanation(pair, pairs: list, data: dict, study: dict, cells) -> str:
-    for found in (by_input_size(pair, study, cells), by_first_steps(pair, study, cells),
-                  by_threads(pair, data), by_hardware(pair, pairs), by_versions(pair, pairs)):
-        if found:
-            return found
-    return UNEXPLAINED
+def status(found: list[Outcome]) -> str:
+    """explained (a test explains it), unexplained (every test refuted), open (else)."""
+    verdicts = {o.verdict for o in found}
+    if EXPLAINS in verdicts:
+        return EXPLAINED
+    return OPEN if NOT_TESTABLE in verdicts or not found else UNEXPLAINED
 
 
 # ----------------------------------------------------------------------------- the section
 def unit_text(pair) -> str:
     return "" if pair["what"] == "improvement" else fmt.unit_text(pair["table"].unit)
+
+
+def outcome_text(found: list[Outcome]) -> str:
+    """'explained by machine speed (1.24); refuted: thread count (3.10); not testable: FLOP
+    rate': each test's number as the explanation reads it (ours over the study's, or the
+    cores the study's number needs)."""
+    parts = []
+    for verdict, lead in ((EXPLAINS, "explained by"), (REFUTED, "refuted:"),
+                          (NOT_TESTABLE, "not testable:")):
+        names = [TEST_NAMES[o.test] + (f" ({o.short})" if o.short else "")
+                 for o in found if o.verdict == verdict]
+        if names:
+            parts.append(f"{lead} {', '.join(names)}")
+    return "; ".join(parts) or "no test applies"
 
 
 def row_text(pair, block) -> dict:
@@ -243,28 +502,59 @@ def row_text(pair, block) -> dict:
         "ours": latex(fmt.number(our_value(pair))),
         "n": n,
         "ratio": fmt.ratio(pair["ratio"]),
-        "explanation": latex(pair["explanation"]),
+        "status": pair["status"],
+        "explanation": latex(outcome_text(pair["outcomes"])),
+        "tests": [{"name": latex(TEST_NAMES[o.test]), "verdict": o.verdict,
+                   "text": latex(o.text)} for o in pair["outcomes"]],
     }
 
 
-def disagreements_context(data: dict, study: dict, cells: pd.DataFrame | None) -> dict:
-    """Every published number ours differs from by more than FACTOR, with its explanation;
-    and how many were compared."""
+def test_rows(found: list[dict]) -> list[dict]:
+    """Per test: what it rests on, its rule, and on how many disagreements it explains, is
+    refuted or could not run (with what it needs)."""
+    rows = []
+    for test in TESTS:
+        mine = [o for p in found for o in p["outcomes"] if o.test == test.key]
+        count = lambda v: sum(o.verdict == v for o in mine)  # noqa: E731
+        missing = sorted({o.text for o in mine if o.verdict == NOT_TESTABLE})
+        rows.append({"key": test.key, "name": latex(test.name),
+                     "rests_on": latex(test.rests_on), "rule": latex(test.rule),
+                     "explains": count(EXPLAINS), "refuted": count(REFUTED),
+                     "not_testable": count(NOT_TESTABLE),
+                     "needs": [latex(m) for m in missing],
+                     "state": ("survives" if count(EXPLAINS) else "refuted" if count(REFUTED)
+                               else "open" if count(NOT_TESTABLE) else "not applicable")})
+    return rows
+
+
+def disagreements_context(data: dict, study: dict, cells: pd.DataFrame | None,
+                          peak: dict | None = None,
+                          conditions: pd.DataFrame | None = None) -> dict:
+    """Every published number ours differs from by more than FACTOR, with each explanation's
+    test on it; per test, its tally; and how many numbers were compared."""
     pairs = all_pairs(data)
+    run = Run(pairs, data, study, cells, peak, conditions)
     found = [p for p in pairs if far(p["ratio"])]
     for p in found:
-        p["explanation"] = explanation(p, pairs, data, study, cells)
+        p["outcomes"] = outcomes(p, run)
+        p["status"] = status(p["outcomes"])
     block = block_namer(pd.DataFrame([p["ours"] for p in pairs])) if pairs else None
     found.sort(key=lambda p: ([t.name for t in TABLES].index(p["table"].name),
                               p["what"] == "improvement"))
-    counts = pd.Series([p["explanation"].split(":")[0] for p in found], dtype=str)
+    tests = test_rows(found)
+    by_state = lambda s: [t["name"] for t in tests if t["state"] == s]  # noqa: E731
     return {
         "n_compared": len(pairs),
         "n_study": len({(id(p["table"]), p["published"].name, p["what"]) for p in pairs}),
         "factor": fmt.factor(FACTOR),
         "rows": [row_text(p, block) for p in found],
-        "n_unexplained": int((counts == UNEXPLAINED).sum()),
-        "kinds": [{"kind": latex(k), "n": int(n)} for k, n in counts.value_counts().items()],
+        "n_explained": sum(p["status"] == EXPLAINED for p in found),
+        "n_unexplained": sum(p["status"] == UNEXPLAINED for p in found),
+        "n_open": sum(p["status"] == OPEN for p in found),
+        "tests": tests,
+        "survive": by_state("survives"),
+        "refuted": by_state("refuted"),
+        "open": by_state("open"),
         "any_one_process": any(int(p["ours"]["n_seeds"]) < 2 for p in found
                                if not fmt.missing(p["ours"].get("n_seeds"))),
     }
