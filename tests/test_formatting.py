@@ -81,10 +81,23 @@ def test_units_blocks_and_shapes():
         ),
         ("10 µs ± 3 × 2", r"10 \textmu{}s $\pm$ 3 $\times$ 2"),
         ("Théano ☃", "Theano ?"),
+        ("‖y − f(x)‖₂", r"$\|$y $-$ f(x)$\|$$_{2}$"),
+        ("10⁻⁵ s, x²", r"10$^{-5}$ s, x$^{2}$"),
+        ("Xeon® Platinum™", r"Xeon\textregistered{} Platinum\texttrademark{}"),
     ],
 )
 def test_latex_escapes_specials_and_folds_unknown_glyphs(text, escaped):
     assert fmt.latex(text) == escaped
+
+
+def test_every_unit_and_loss_reaches_latex_without_a_caret_or_a_folded_glyph():
+    """What the tables' captions and the models' table print: no literal '^' (a unit's
+    exponent is a script) and no '?' of a glyph pdflatex cannot set."""
+    from adbench.report_spec import LOSS_TEXT
+
+    for text in [*fmt.UNIT_TEXT.values(), *LOSS_TEXT.values()]:
+        escaped = fmt.latex(text)
+        assert "?" not in escaped and "textasciicircum" not in escaped, (text, escaped)
 
 
 def test_missing_numbers_and_blank_text():

@@ -22,7 +22,7 @@ PLUS_MINUS = "±"
 
 # Seconds -> a unit the study printed its tables in (spec.TableInfo.unit), and its name.
 UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "1e-5 s": 1e5}
-UNIT_TEXT = {"s": "s", "ms": "ms", "us": "µs", "1e-5 s": "10^-5 s"}
+UNIT_TEXT = {"s": "s", "ms": "ms", "us": "µs", "1e-5 s": "10⁻⁵ s"}
 UNIT_LATEX = {
     "s": r"\si{\second}",
     "ms": r"\si{\milli\second}",
@@ -220,7 +220,17 @@ _LATEX_SPECIAL = {
     "≤": r"$\le$",
     "≥": r"$\ge$",
     "§": r"\S{}",
+    "‖": r"$\|$",
+    "−": r"$-$",
+    "®": r"\textregistered{}",
+    "™": r"\texttrademark{}",
+    "©": r"\textcopyright{}",
+    "°": r"\textdegree{}",
 }
+# Super- and subscript characters, a run of them set as one LaTeX script ("10⁻⁵" -> 10$^{-5}$).
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+"))
+_SUBSCRIPTS = dict(zip("₀₁₂₃₄₅₆₇₈₉₋₊", "0123456789-+"))
+_SCRIPT_RUN = re.compile(f"[{''.join(_SUPERSCRIPTS)}]+|[{''.join(_SUBSCRIPTS)}]+")
 
 
 def breakable(text: str) -> str:
@@ -231,9 +241,25 @@ def breakable(text: str) -> str:
 
 
 def latex(value) -> str:
-    """Escape a text value for LaTeX; characters pdflatex may not know are folded to ASCII."""
+    """Escape a text value for LaTeX: its special characters, super- and subscript runs as
+    math scripts, and the few other characters pdflatex may not know folded to ASCII (an
+    unknown glyph with no ASCII base reads '?', which the paper's checks report)."""
+    text, out, at = str(value), [], 0
+    for run in _SCRIPT_RUN.finditer(text):
+        out.append(_escaped(text[at:run.start()]))
+        script = run.group()
+        if script[0] in _SUPERSCRIPTS:
+            out.append("$^{" + "".join(_SUPERSCRIPTS[c] for c in script) + "}$")
+        else:
+            out.append("$_{" + "".join(_SUBSCRIPTS[c] for c in script) + "}$")
+        at = run.end()
+    out.append(_escaped(text[at:]))
+    return "".join(out)
+
+
+def _escaped(text: str) -> str:
     out = []
-    for ch in str(value):
+    for ch in text:
         if ch in _LATEX_SPECIAL:
             out.append(_LATEX_SPECIAL[ch])
         elif ord(ch) < 128:
