@@ -19,17 +19,24 @@ from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
-from adbench import comparisons, plotting, report_spec, stats  # noqa: E402
+from adbench import comparisons, plotting, report_spec, selection, spec, stats, tables  # noqa: E402
+from adbench.sections import drawing  # noqa: E402
+from adbench.sections import figure_first_iterations as first_iterations  # noqa: E402
+from adbench.sections import figure_frameworks as fw  # noqa: E402
+from adbench.sections import figure_hypothesis0 as h0  # noqa: E402
+from adbench.sections import figure_jacobians as jac  # noqa: E402
+from adbench.sections import figure_memory_per_cell as mem  # noqa: E402
+from adbench.sections import figure_mlp_backward as mlp  # noqa: E402
 from test_tables import fake_iterations_and_cells, with_memory  # noqa: E402
 
 
 def test_focus_prefers_the_first_spec_table_with_data():
     iterations, _ = fake_iterations_and_cells()
-    mlps = figures.selection.focus_rows(iterations)
+    mlps = selection.focus_rows(iterations)
     assert set(mlps["model"]) == {"mlp512", "mlp354x2", "mlp294x3"}
     assert set(mlps["task"]) == {"backward"}
     without_mlps = iterations[~iterations["model"].str.startswith("mlp")]
-    jacobians = figures.selection.focus_rows(
+    jacobians = selection.focus_rows(
         without_mlps
     )  # the next table: FCN, CNN, LSTM Jacobians
     assert set(jacobians["model"]) == {"fcn"}
@@ -80,7 +87,7 @@ def test_jacobian_figure_without_jacobian_cells_says_so():
     iterations, cells = fake_iterations_and_cells()
     summary = stats.across_seeds(stats.trial_stats(iterations))
     backward = cells[cells["task"] == "backward"]
-    fig = figures.plot_jacobians(summary[summary["task"] == "backward"], backward)
+    fig = jac.plot_jacobians(summary[summary["task"] == "backward"], backward)
     assert "No output-Jacobian" in fig.axes[0].texts[0].get_text()
 
 
@@ -166,9 +173,22 @@ def tied_to_the_legend(fig) -> list[str]:
     return loose
 
 
+def title_over_panels(fig) -> list[str]:
+    """The panels (with their titles, tick and axis labels) whose drawn box the figure's
+    title overlaps, by the layout's bounding boxes (Agg renderer)."""
+    if fig._suptitle is None:
+        return []
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    return [ax.get_title() or "panel" for ax in fig.axes
+            if ax.get_visible() and ax.get_tightbbox(renderer).overlaps(title)]
+
+
 def made_for_print(fig, tmp_path: Path) -> None:
     """Drawn at the width it is printed at: no text under 7 pt there, at most six panels,
-    every marker tied to the legend, nothing wider than the text."""
+    every marker tied to the legend, nothing wider than the text, the title clear of every
+    panel."""
     small = [(text, size) for text, size in printed_texts(fig, tmp_path)
              if size < plotting.MIN_FONT_PT - 1e-6]
     assert small == []
@@ -176,6 +196,7 @@ def made_for_print(fig, tmp_path: Path) -> None:
     assert fig.get_figwidth() <= plotting.TEXT_WIDTH_IN + 1e-6
     assert fig.get_figheight() <= plotting.MAX_FIGURE_HEIGHT_IN + 1e-6
     assert tied_to_the_legend(fig) == []
+    assert title_over_panels(fig) == []
 
 
 def says_what_it_shows(fig, tmp_path: Path) -> None:
@@ -196,15 +217,15 @@ def open_markers(fig) -> int:
 
 
 def one_process_conditions(found: dict, keys) -> int:
-    return sum(found[k][3] == figures.ONE_PROCESS for k in keys if k in found)
+    return sum(found[k][3] == drawing.ONE_PROCESS for k in keys if k in found)
 
 
 def test_the_jacobian_figure_says_what_it_shows(tmp_path):
     _, cells, summary, found = aggregate()
-    fig = figures.plot_jacobians(summary, cells, found)
+    fig = jac.plot_jacobians(summary, cells, found)
     says_what_it_shows(fig, tmp_path)
     models = {m for t in plotting.figure_tables("jacobians") for m in t.models}
-    ok = cells[(cells["status"] == "ok") & cells["task"].isin(figures.jacobian_tasks())
+    ok = cells[(cells["status"] == "ok") & cells["task"].isin(jac.jacobian_tasks())
                & cells["model"].isin(models)]
     conditions = ok[list(stats.CONDITION_FIELDS)].drop_duplicates()
     assert intervals_drawn(fig) == len(conditions)  # every ok condition with its interval
@@ -214,11 +235,11 @@ def test_the_jacobian_figure_says_what_it_shows(tmp_path):
 
 def test_the_frameworks_figure_says_what_it_shows(tmp_path):
     _, cells, summary, found = aggregate()
-    fig = figures.plot_frameworks(summary, cells, found)
+    fig = fw.plot_frameworks(summary, cells, found)
     says_what_it_shows(fig, tmp_path)
-    assert figures.FIRST_STEP in legend_labels(fig)
+    assert fw.FIRST_STEP in legend_labels(fig)
     ax = fig.axes[0]  # mlp512: every mode measured on both seeds
-    n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
+    n_modes = sum(len(info.modes) for info in spec.FRAMEWORKS.values())
     assert len(ax.get_yticklabels()) == n_modes
     # per mode its mean step and its time to first step, each with its interval
     assert sum(isinstance(c, ErrorbarContainer) for c in ax.containers) == 2 * n_modes
@@ -227,13 +248,13 @@ def test_the_frameworks_figure_says_what_it_shows(tmp_path):
 
 def test_the_first_iterations_figure_has_one_legend_outside_its_panels(tmp_path):
     iterations, *_ = aggregate()
-    fig = figures.plot(iterations, 5)
+    fig = first_iterations.plot(iterations, 5)
     assert "warm-up" in legend_labels(fig) and not any(ax.get_legend() for ax in fig.axes)
     assert overlapping_ticks(fig) == []
     made_for_print(fig, tmp_path)
     # a panel per model of the focus table, a line per mode: never more than six panels
     assert len(panels(fig)) == 3
-    n_modes = sum(len(info.modes) for info in figures.FRAMEWORKS.values())
+    n_modes = sum(len(info.modes) for info in spec.FRAMEWORKS.values())
     assert len([line for line in fig.axes[0].get_lines() if line.get_marker() == "."]) \
         == n_modes
 
@@ -241,7 +262,7 @@ def test_the_first_iterations_figure_has_one_legend_outside_its_panels(tmp_path)
 def test_frameworks_figure_without_cells_says_so():
     iterations, cells = fake_iterations_and_cells()
     summary = stats.across_seeds(stats.trial_stats(iterations))
-    fig = figures.plot_frameworks(summary, cells[cells["task"] == "jacobian_rows"])
+    fig = fw.plot_frameworks(summary, cells[cells["task"] == "jacobian_rows"])
     assert "No condition" in fig.axes[0].texts[0].get_text()
 
 
@@ -250,7 +271,7 @@ def test_a_run_where_no_cell_completed_still_gets_its_figures(tmp_path):
     still builds), and the cells still get a time-to-first-step column."""
     iterations, cells = fake_iterations_and_cells()
     empty = iterations.iloc[0:0]
-    text = [t.get_text() for t in figures.plot(empty, 30).axes[0].texts]
+    text = [t.get_text() for t in first_iterations.plot(empty, 30).axes[0].texts]
     assert text == ["No cell of this run completed an iteration."]
     failed = cells.drop(columns=[c for c in cells if c.startswith("phase_")]).assign(
         status="failed"
@@ -269,7 +290,7 @@ def ok_conditions(cells, tables_of_figure, tasks=None) -> int:
     pairs = list(zip(ok["framework"], ok["mode"]))
     rows = pd.concat(
         [ok[ok["model"].isin(t.models) & ok["task"].isin(tasks or t.tasks)
-            & pd.Series([p in figures.selection.table_modes(t) for p in pairs], index=ok.index)]
+            & pd.Series([p in selection.table_modes(t) for p in pairs], index=ok.index)]
          for t in tables_of_figure]
     )
     return len(rows[list(stats.CONDITION_FIELDS)].drop_duplicates())
@@ -277,17 +298,17 @@ def ok_conditions(cells, tables_of_figure, tasks=None) -> int:
 
 def test_the_mlp_figure_puts_the_studys_published_means_beside_ours(tmp_path):
     _, cells, summary, found = aggregate()
-    fig = figures.plot_study_backward(summary, cells, figures.read_published(PUBLISHED), found)
+    fig = mlp.plot_study_backward(summary, cells, drawing.read_published(PUBLISHED), found)
     says_what_it_shows(fig, tmp_path)
     drawn = plotting.figure_tables("mlp_backward")
     assert [t.name for t in drawn] == ["table1_eager", "table2_compiled"]
-    assert figures.STUDY in legend_labels(fig)
+    assert drawing.STUDY in legend_labels(fig)
     assert intervals_drawn(fig) == ok_conditions(cells, drawn)  # every ok condition's interval
     # the study's markers: one per published row of a mode the panel shows, in ms, each in
     # the colour of its mode's points (tied to the mode's legend entry)
-    pub = figures.read_published(PUBLISHED)["table1_eager"]
+    pub = drawing.read_published(PUBLISHED)["table1_eager"]
     panel = fig.axes[0]
-    diamonds = [line for line in panel.get_lines() if line.get_label() == figures.STUDY]
+    diamonds = [line for line in panel.get_lines() if line.get_label() == drawing.STUDY]
     assert sorted(round(line.get_ydata()[0], 3) for line in diamonds) == sorted(
         round(v / 1000, 3) for v in pub["mean"]
     )
@@ -299,12 +320,12 @@ def test_the_mlp_figure_puts_the_studys_published_means_beside_ours(tmp_path):
 
 def test_the_hypothesis0_figure_draws_the_line_of_equality(tmp_path):
     _, cells, summary, found = aggregate()
-    fig = figures.plot_hypothesis0(summary, cells, found)
+    fig = h0.plot_hypothesis0(summary, cells, found)
     says_what_it_shows(fig, tmp_path)
-    assert figures.EQUALITY in legend_labels(fig)
+    assert h0.EQUALITY in legend_labels(fig)
     ax = fig.axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log" and ax.get_xlim() == ax.get_ylim()
-    equality = next(line for line in ax.get_lines() if line.get_label() == figures.EQUALITY)
+    equality = next(line for line in ax.get_lines() if line.get_label() == h0.EQUALITY)
     assert list(equality.get_xdata()) == list(equality.get_ydata())
     # every (model, mode) with both tasks ok: one point, intervals on both axes, its model
     # told by its marker (a legend entry each), not by a label floating beside it
@@ -316,43 +337,43 @@ def test_the_hypothesis0_figure_draws_the_line_of_equality(tmp_path):
     assert len(errorbars) == int(both.sum())
     assert all(c.has_xerr and c.has_yerr for c in errorbars)
     models = {m for (m, _, _), yes in both.items() if yes}
-    assert {figures.model_label(m) for m in models} <= legend_labels(fig)
+    assert {report_spec.model_label(m) for m in models} <= legend_labels(fig)
     assert not ax.texts
 
 
 def test_the_memory_figure_draws_every_condition_measured(tmp_path):
     _, cells, *_ = aggregate()
     cells = with_memory(cells)
-    fig = figures.plot_memory(cells)
+    fig = mem.plot_memory(cells)
     says_what_it_shows(fig, tmp_path)
     assert all(ax.get_xscale() == "log" for ax in panels(fig))
-    memory = figures.tables.memory_table(cells)
-    backward = memory[memory["task"] == figures.MEMORY_TASK]
+    memory = tables.memory_table(cells)
+    backward = memory[memory["task"] == mem.MEMORY_TASK]
     peak = next(ax for ax in fig.axes
-                if ax.get_title() == figures.MEMORY_SERIES["peak_over_baseline_bytes"][0])
+                if ax.get_title() == mem.MEMORY_SERIES["peak_over_baseline_bytes"][0])
     assert sum(isinstance(c, ErrorbarContainer) for c in peak.containers) == len(backward)
     assert "n/a" in [t.get_text() for ax in fig.axes for t in ax.texts]  # the failed cells
 
 
 def test_the_memory_figure_without_memory_says_so():
     _, cells, *_ = aggregate()
-    assert "No cell" in figures.plot_memory(cells).axes[0].texts[0].get_text()
+    assert "No cell" in mem.plot_memory(cells).axes[0].texts[0].get_text()
 
 
 def test_the_jacobian_figure_sets_the_studys_published_means_apart(tmp_path):
     _, cells, summary, found = aggregate()
-    published = figures.read_published(PUBLISHED, "jacobians")
-    fig = figures.plot_jacobians(summary, cells, found, published=published)
+    published = drawing.read_published(PUBLISHED, "jacobians")
+    fig = jac.plot_jacobians(summary, cells, found, published=published)
     says_what_it_shows(fig, tmp_path)
     fcn = next(ax for ax in fig.axes if ax.get_title() == report_spec.model_label("fcn"))
-    assert [t.get_text() for t in fcn.get_xticklabels()][-1] == figures.STUDY_TICK
+    assert [t.get_text() for t in fcn.get_xticklabels()][-1] == jac.STUDY_TICK
     diamonds = sorted(line.get_ydata()[0] for line in fcn.get_lines()
-                      if line.get_label() == figures.STUDY)
+                      if line.get_label() == drawing.STUDY)
     table3 = published["table3_jacobian"]
     study = table3[table3["model"] == "fcn"]
     assert diamonds == pytest.approx(sorted(study["mean"] * 1e-5 * 1e3))  # 10^-5 s -> ms
     # the legend's key of the study is one neutral marker, the colours are the modes'
-    key = dict(zip(legend_labels_list(fig), fig.legends[0].legend_handles))[figures.STUDY]
+    key = dict(zip(legend_labels_list(fig), fig.legends[0].legend_handles))[drawing.STUDY]
     assert key.get_color() == "k"
 
 
@@ -366,12 +387,12 @@ def test_a_figure_of_many_models_keeps_six_panels_at_most(tmp_path):
     figure of the pipeline asks for more."""
     iterations, _ = fake_iterations_and_cells()
     backward = iterations[(iterations["task"] == "backward") & (iterations["model"] == "mlp512")]
-    many = pd.concat([backward.assign(model=m, task=t) for m in figures.spec.MLP_WIDTHS
+    many = pd.concat([backward.assign(model=m, task=t) for m in spec.MLP_WIDTHS
                       if m != "mlp512" for t in ("backward", "forward")]
                      + [backward.assign(model="mlp8192", task="forward")])
     assert len(set(zip(many["model"], many["task"]))) > plotting.MAX_PANELS
-    fig = figures.plot(many, 5)
+    fig = first_iterations.plot(many, 5)
     assert len(panels(fig)) == plotting.MAX_PANELS
     made_for_print(fig, tmp_path)
     with pytest.raises(AssertionError):
-        figures.grid(plotting.MAX_PANELS + 1, 3, 1.0, 1.0)
+        drawing.grid(plotting.MAX_PANELS + 1, 3, 1.0, 1.0)

@@ -51,6 +51,7 @@ from adbench.report_spec import (
     model_label,
     task_label,
 )
+from adbench.sections import figures as declared_figures
 from adbench.selection import table_modes
 from adbench.spec import FRAMEWORKS, MODELS, TASKS, eager_mode_of, timed_quantities
 
@@ -110,24 +111,18 @@ def ratio_tasks(table: TableInfo) -> tuple[str, str] | None:
     return tuple(table.tasks) if len(table.tasks) == 2 else None
 
 
-# The figures that draw the spec's tables (figures.py writes figures/<name>.{pdf,png}); the
-# paper cites each beside the tables it draws.
-FIGURES_OF_TABLES = ("mlp_backward", "jacobians", "hypothesis0", "frameworks")
+def figures_of_tables() -> tuple[str, ...]:
+    """The figures that draw the spec's tables (adbench/sections/figures.py declares each and
+    the tables it draws; the paper cites each beside them)."""
+    return tuple(f.name for f in declared_figures.of_tables())
+
+
+FIGURES_OF_TABLES = figures_of_tables()
 
 
 def figure_of(table: TableInfo) -> str | None:
-    """The figure that draws a table, by the table's shape in the spec: the study's backward
-    tables with published numbers (its Tables 1-2), the output-Jacobian tables, the table of
-    two tasks whose ratio is Hypothesis 0, the table with times to first step; else None."""
-    if table.first_step:
-        return "frameworks"
-    if table.published and set(table.tasks) == {"backward"}:
-        return "mlp_backward"
-    if all(TASKS[t].derivative == "jacobian" for t in table.tasks):
-        return "jacobians"
-    if ratio_tasks(table) == ("backward", "loss_jacobian"):
-        return "hypothesis0"
-    return None
+    """The declared figure that draws a table (its `draws` rule), else None."""
+    return next((f.name for f in declared_figures.of_tables() if f.draws(table)), None)
 
 
 def tables_drawn_in(figure: str) -> list[TableInfo]:
