@@ -212,3 +212,21 @@ def test_a_group_whose_loop_waited_is_marked_and_only_it():
         data, STUDY, claims_table("inconclusive", (1, 1, 0)), groups, comparisons, waiting
     )
     assert [bool(g["waited"]) for g in h0["groups"]] == [False, True] and h0["any_waited"]
+
+
+def test_the_ratios_quoted_of_a_hypothesis_are_its_verdicts_not_the_tables_means():
+    """The tidy table's ratios are of means (0.289 and 2.41 here); the verdicts' comparisons
+    of medians (0.79 and 1.97): the abstract and the section quote the latter."""
+    data = data_with(tidy_h0(dict(zip(CONDITIONS, (0.289, 2.41)))))
+    comparisons = comparisons_table([(*c, "contradicted") for c in CONDITIONS])
+    comparisons["ratio"] = [0.79, 1.97]
+    (h0,) = hypotheses.hypotheses(data, STUDY, claims_table("contradicted", (0, 2, 0)),
+                                  groups_table([]), comparisons)
+    assert (h0["low"], h0["high"], h0["median"]) == ("0.790", "1.97", "1.38")
+    assert h0["span"].startswith("0.790") and h0["span"].endswith("1.97")
+    assert h0["worst_ratio"] == "1.97" and h0["statistic"] == "median"
+    # without measured comparisons the table's own ratios stand, and say nothing of medians
+    bare = comparisons.assign(ratio=math.nan)
+    (h0,) = hypotheses.hypotheses(data, STUDY, claims_table("contradicted", (0, 2, 0)),
+                                  groups_table([]), bare)
+    assert h0["high"] == "2.41" and "statistic" not in h0

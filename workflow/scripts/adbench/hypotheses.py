@@ -16,7 +16,7 @@ import pandas as pd
 from adbench import formatting as fmt
 from adbench import inference, report_stats
 from adbench import tables as tbl
-from adbench.claims import CLAIMS, MARGIN, Claim
+from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC, Claim
 from adbench.formatting import latex, missing
 from adbench.report_spec import TABLES, TableInfo, cited, model_label, task_label
 from adbench import verdicts as verdicts_module
@@ -95,6 +95,7 @@ def hypotheses(
         finding = ratio_finding(table, data[table.name]["ours"])
         if finding is None:
             continue
+        finding = {**finding, **verdict_ratios(judged[table.name], comparisons)}
         words = {**HYPOTHESIS_FIELDS, **study["hypotheses"][table.name]}
         out.append(
             {
@@ -107,6 +108,32 @@ def hypotheses(
             }
         )
     return out
+
+
+def verdict_ratios(claim: Claim, comparisons: pd.DataFrame) -> dict:
+    """A hypothesis's ratios as its verdict reads them (comparisons.csv: each condition's
+    VERDICT_STATISTIC over its processes, numerator over denominator), described as
+    ratio_finding describes a table's: what the paper quotes of a hypothesis is the
+    statistic its verdict uses, not the tables' means.  Empty where none was measured."""
+    mine = comparisons[(comparisons["claim"] == claim.key)
+                       & (comparisons["verdict"] != NOT_MEASURED)
+                       & pd.to_numeric(comparisons["ratio"], errors="coerce").gt(0)]
+    if mine.empty:
+        return {}
+    several = report_stats.several_blocks(mine)
+    rows = mine.rename(columns=lambda c: c.removeprefix("numerator_"))
+    ratios = [float(r) for r in rows["ratio"]]
+    worst = max(rows.itertuples(), key=lambda r: abs(math.log(r.ratio)))
+    return {
+        "n": len(rows),
+        "span": fmt.span(ratios, tex=True),
+        "low": fmt.ratio(min(ratios)),
+        "high": fmt.ratio(max(ratios)),
+        "median": fmt.ratio(statistics.median(ratios)),
+        "worst": latex(condition_label(worst, several)),
+        "worst_ratio": fmt.ratio(worst.ratio),
+        "statistic": latex(VERDICT_STATISTIC),
+    }
 
 
 def judgment(
