@@ -1,8 +1,10 @@
 """Each rule's code inputs are its script and every project module the script imports
-(adbench/code_inputs.py), so editing one re-runs exactly the jobs that run it.
+(adbench/code_inputs.py), so editing one re-runs exactly the jobs that run it; what a timing
+or reference job executes is digested (comments, docstrings and formatting dropped; of the
+spec, its own model's and task's entries).
 
 The workflow's declared inputs (as a dry run prints them) are checked against what Python
-itself loads when it imports each script: an import the reading misses fails here."""
+itself loads when it imports each script: an import the reading misses fails here (e2e)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,6 @@ from pathlib import Path
 import pytest
 
 from adbench import code_inputs, spec
-
-pytestmark = pytest.mark.e2e  # runs Snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "workflow" / "scripts"
@@ -52,6 +52,67 @@ def test_a_module_loaded_by_name_is_named_by_the_rule(tmp_path):
     assert {Path(f).name for f in files} == {"main.py", "__init__.py", "one.py", "shared.py"}
     with pytest.raises(FileNotFoundError, match="plugins.two"):
         code_inputs.rule_code("main.py", "plugins.two", scripts=tmp_path)
+
+
+CODE = '''"""A module."""
+
+import os
+
+
+def f(x):
+    """Twice x."""
+    return 2 * x  # doubled
+'''
+
+
+@pytest.mark.parametrize("same", [
+    CODE + "# a comment at the end\n",
+    CODE.replace('"""Twice x."""', '"""Twice x, said otherwise."""'),
+    CODE.replace('"""A module."""\n', ""),
+    CODE.replace("return 2 * x  # doubled", "return (2\n            * x)"),
+])
+def test_what_a_file_executes_ignores_comments_docstrings_and_formatting(tmp_path, same):
+    (tmp_path / "a.py").write_text(CODE)
+    (tmp_path / "b.py").write_text(same)
+    digest = code_inputs.code_digest
+    assert digest(str(tmp_path / "a.py"), tmp_path) == digest(str(tmp_path / "b.py"), tmp_path)
+
+
+@pytest.mark.parametrize("other", [
+    CODE.replace("2 * x", "3 * x"),
+    CODE + "EDITED = True\n",
+    CODE.replace("import os", "import sys"),
+])
+def test_a_change_of_what_runs_changes_the_digest(tmp_path, other):
+    (tmp_path / "a.py").write_text(CODE)
+    (tmp_path / "b.py").write_text(other)
+    digest = code_inputs.code_digest
+    assert digest(str(tmp_path / "a.py"), tmp_path) != digest(str(tmp_path / "b.py"), tmp_path)
+
+
+def test_the_specs_per_cell_entries_are_digested_per_cell_not_per_file(tmp_path, monkeypatch):
+    """Editing one model's entry of spec.py leaves the file's digest (the harness's) as it is
+    and changes the digest of that model's cells alone; an edit elsewhere in the file
+    changes the file's."""
+    text = (SCRIPTS / "adbench/spec.py").read_text()
+    entry = '"mlp512": _mlp((512,)),'
+    assert entry in text
+    edited = tmp_path / "adbench/spec.py"
+    write(tmp_path / "adbench/__init__.py", "")
+    for new_text, same_file in ((text.replace(entry, '"mlp512": _mlp((520,)),'), True),
+                                (text + "EDITED = True\n", False)):
+        write(edited, new_text)
+        digest = code_inputs.code_digest.__wrapped__(str(edited), tmp_path)
+        assert (digest == code_inputs.code_digest(str(SCRIPTS / "adbench/spec.py"))) is same_file
+
+    def cell(model, task):
+        return code_inputs.cell_digest.__wrapped__(model, task)
+
+    before = {(m, t): cell(m, t) for m in ("mlp512", "cnn") for t in ("backward", "forward")}
+    monkeypatch.setitem(spec.MODELS, "mlp512", spec._mlp((520,)))
+    monkeypatch.setitem(spec.TASKS, "forward", spec.TaskInfo("loss", separable=True))
+    changed = {key for key, digest in before.items() if cell(*key) != digest}
+    assert changed == {("mlp512", "backward"), ("mlp512", "forward"), ("cnn", "forward")}
 
 
 def planned_inputs(workdir: Path = ROOT, *args: str) -> dict[str, list[tuple[dict, list[str]]]]:
@@ -108,6 +169,7 @@ def loads_by_name(rule: str, wildcards: dict) -> list[str]:
     return []
 
 
+@pytest.mark.e2e  # runs Snakemake
 def test_every_rules_code_inputs_hold_what_its_script_imports():
     """Every job of the default config (its frameworks are this Python's) against what
     Python loads for it: a module missing from the inputs is a stale result waiting."""

@@ -1,10 +1,13 @@
-"""End to end, what re-runs after an edit (README, "What re-runs"), each test on its own copy of
-the finished run (tests/e2e.py): the report's words and code re-time no cell, a template
-re-builds the paper alone, a pin file its environment and its cells, a backend its
-framework's cells, a module the jobs whose scripts import it."""
+"""End to end, what re-runs after an edit (docs/outputs.md, "Re-runs"), each test on its own
+copy of the finished run (tests/e2e.py), by dry runs: the report's words and code re-time no
+cell, a template re-builds the paper alone, a pin file its environment and its cells, a
+backend's code its framework's cells (its comments none), the spec's comments no cell and
+one model's or task's entry that model's or task's cells, a module the jobs whose scripts
+import it."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -57,10 +60,12 @@ def test_editing_one_pin_file_rebuilds_that_environment_alone(run):
 
 
 def test_editing_a_backend_re_times_its_framework_alone(run):
-    """The timing jobs' one input is their harness file (common.smk): its code digests make
-    an edit re-time exactly the cells that ran the edited file, and a touch nothing. The
-    file edited is one of the backend package's own (its models): no other framework's
-    timing job loads it, nor a reference job unless the framework computes references."""
+    """The timing jobs' one input is their harness file (common.smk), re-made when the
+    digest of what its code executes changes (measure.smk, adbench/code_inputs.py): a code
+    edit re-times exactly the cells that ran the edited file, and a touch or a comment
+    nothing. The file edited is one of the backend package's own (its models): no other
+    framework's timing job loads it, nor a reference job unless the framework computes
+    references."""
     framework = tiny_cells()[0].framework
     backend = (run / "workflow/scripts/adbench/backends"
                / spec.FRAMEWORKS[framework].backend / "models.py")
@@ -71,14 +76,59 @@ def test_editing_a_backend_re_times_its_framework_alone(run):
     backend.touch()
     touched = planned_jobs(snakemake(run, "-n", "--config", "environments=venv").log)
     backend.write_text(text + "# edited\n")
+    commented = planned_jobs(snakemake(run, "-n", "--config", "environments=venv").log)
+    backend.write_text(text + "EDITED = True\n")
     edited = snakemake(run, "-n", "--config", "environments=venv").log
-    assert "measure" not in touched, touched
+    assert "measure" not in touched and "harness" not in touched, touched
+    assert "measure" not in commented and "harness" not in commented, commented
     ours = [c for c in tiny_cells() if c.framework == framework]
     assert planned_jobs(edited).count("measure") == len(ours), edited
     measured = planned_outputs(edited, "raw")
     assert measured and all(path.split("/")[1] == framework for path in measured), measured
     references = {c.model for c in ours if spec.MODELS[c.model].reference == framework}
     assert {p.split("/")[0] for p in planned_outputs(edited, "reference")} <= references
+
+
+SPEC = "workflow/scripts/adbench/spec.py"
+
+
+def test_a_comment_docstring_or_reformatting_of_the_spec_re_times_no_cell(run):
+    """What a cell executes is digested, not dated (adbench/code_inputs.py): the experiment
+    spec written out again by ast.unparse (every comment dropped, every line re-formatted),
+    a docstring reworded and a comment appended plan no harness, timing or reference job."""
+    path = run / SPEC
+    tree = ast.parse(path.read_text())
+    documented = next(node for node in tree.body if isinstance(node, ast.ClassDef)
+                      and ast.get_docstring(node))
+    documented.body[0].value.value += " (Edited.)"
+    path.write_text(ast.unparse(tree) + "\n# edited\n")
+    jobs = planned_jobs(snakemake(run, "-n", "--config", "environments=venv").log)
+    assert not {"harness", "measure", "reference"} & set(jobs), jobs
+
+
+@pytest.mark.parametrize("entry, edited, uses", [
+    # one model's size: its hidden layer's width
+    ('"mlp512": _mlp((512,)),', '"mlp512": _mlp((520,)),', lambda cell: cell.model == "mlp512"),
+    # one task's definition
+    ('"backward_retained": TaskInfo("gradients", separable=True,',
+     '"backward_retained": TaskInfo("gradients", separable=False,',
+     lambda cell: cell.task == "backward_retained"),
+], ids=["model", "task"])
+def test_editing_one_entry_of_the_spec_re_times_the_cells_that_use_it_alone(run, entry, edited,
+                                                                            uses):
+    """A cell's params hold the digest of its model's and its task's entries in the spec
+    (measure.smk): editing one re-times that model's (or task's) cells and its references,
+    and no other cell; the harness, the rest of the spec, is left as it is."""
+    path = run / SPEC
+    text = path.read_text()
+    assert entry in text
+    path.write_text(text.replace(entry, edited))
+    plan = snakemake(run, "-n", "--config", "environments=venv").log
+    ours = {c.raw_path.removeprefix("raw/") for c in tiny_cells() if uses(c)}
+    assert ours and "harness" not in planned_jobs(plan), plan
+    assert set(planned_outputs(plan, "raw")) == ours, plan
+    references = {c.reference_path.removeprefix("reference/") for c in tiny_cells() if uses(c)}
+    assert set(planned_outputs(plan, "reference")) <= references, plan
 
 
 def test_editing_the_report_re_times_no_cell(run):
