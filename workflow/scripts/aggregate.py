@@ -68,6 +68,11 @@ def cell_record(path: str) -> dict:
         "cpu_utilisation": info.get("cpu_utilisation"),
         # The memory of the measured phase, bytes (schema.MEMORY_FIELDS); None: not measured.
         **{field: info.get(field) for field in schema.MEMORY_FIELDS},
+        # Why the measured phase stopped, and what the rest of the machine did meanwhile
+        # (schema.MEASURING_FIELDS; the attempts' list stays in the raw file).
+        **{field: info.get(field) for field in schema.MEASURING_FIELDS
+           if field != "measured_attempts"},
+        "stop": info.get("workload", {}).get("stop"),
         "cpu_model": info.get("cpu_model"),
         "cpu_count": info.get("cpu_count"),
         "cpus_granted": info.get("cpus_granted"),
@@ -235,8 +240,27 @@ def environment(cells: pd.DataFrame, settings: dict) -> dict:
         "n_warmup_dropped": int((cells["warmup_dropped"] > 0).sum()),
         "iterations_dropped": int(cells["warmup_dropped"].sum()),
         "n_no_steady_state": int(cells["no_steady_state"].sum()),
+        **measuring_facts(cells),
         "started_at": cells["started_at"].min(),
         "ended_at": cells["ended_at"].max(),
+    }
+
+
+def measuring_facts(cells: pd.DataFrame) -> dict:
+    """What the protocol and the limitations say of the measured phases: how many ok cells
+    stopped for each reason, the range of precision they reached, how many were measured
+    while the machine was busy (after their re-timings) and how busy, how many re-timed."""
+    ok = cells[cells["status"] == "ok"]
+    reached = ok["precision_reached"].dropna().astype(float)
+    busy = ok[ok["busy"].fillna(False).astype(bool)]
+    return {
+        "stop_reasons": {str(k): int(v) for k, v in ok["stop_reason"].value_counts().items()},
+        "precision_reached": [float(reached.min()), float(reached.max())] if len(reached)
+        else None,
+        "n_busy": int(len(busy)),
+        "busy_other_cores": [float(busy["load_other_cores"].min()),
+                             float(busy["load_other_cores"].max())] if len(busy) else None,
+        "n_busy_retimed": int((ok["busy_retimed"].fillna(0) > 0).sum()),
     }
 
 

@@ -34,7 +34,7 @@ import traceback  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from adbench import cell_record, provenance, spec, timing  # noqa: E402
+from adbench import cell_record, machine_load, provenance, spec, timing  # noqa: E402
 from adbench import backends  # noqa: E402
 from adbench.backends import DeviceNotVisible, UnsupportedCell  # noqa: E402
 
@@ -57,6 +57,13 @@ def loop_deadline(budget_s: float | None) -> float | None:
     started = min(filter(None, (provenance.process_start_epoch(), SCRIPT_START)))
     reserve = min(60.0, 0.2 * budget_s)
     return time.perf_counter() + budget_s - reserve - (time.time() - started)
+
+
+def busy_rule(workload: spec.Workload) -> machine_load.BusyRule | None:
+    """The workload's busy rule (None: the machine's load is still read, never judged)."""
+    share = workload.busy_share
+    return machine_load.BusyRule(float("inf") if share is None else share,
+                                 workload.busy_retimes if share is not None else 0)
 
 
 def check_threads(reported: dict, wanted: int) -> None:
@@ -166,12 +173,14 @@ def measure(args: argparse.Namespace) -> int:
                 backend.reset_peak_memory(cell.device)
 
         t, cpu = time.perf_counter(), provenance.cpu_seconds()
-        rows = timing.time_iterations(prepared, workload.warmup, workload.iterations, progress=log,
-                                      deadline=loop_deadline(args.budget_s),
-                                      at_measured=at_measured, traces=prepared.traces)
-        rows = with_sequence_lengths(rows, workload)
+        timed = timing.time_cell(prepared, workload.warmup, timing.StopRule.of(workload),
+                                 progress=log, deadline=loop_deadline(args.budget_s),
+                                 at_measured=at_measured, traces=prepared.traces,
+                                 load=busy_rule(workload))
+        rows = with_sequence_lengths(timed.rows, workload)
         phases["timed_loop_s"] = time.perf_counter() - t
         info.update(memory.stop())  # the last step has returned: what it still holds
+        info.update(timing.stop_record(timed))
         if on_gpu:  # the framework's readings, and what the process holds (pool, context)
             info["device_after_step_bytes"] = backend.device_memory_in_use(cell.device)
             info["peak_device_memory_bytes"] = backend.peak_memory(cell.device)
@@ -180,12 +189,14 @@ def measure(args: argparse.Namespace) -> int:
         # Cores the loop kept busy: checks that the thread setting took effect (a framework
         # that ignores it shows more CPU-seconds per second than threads).
         info["cpu_utilisation"] = (provenance.cpu_seconds() - cpu) / phases["timed_loop_s"]
-        log(f"{len(rows)} iterations in {phases['timed_loop_s']:.2f} s")
-        if len(rows) < workload.warmup + workload.iterations:
+        log(f"{len(rows)} iterations in {phases['timed_loop_s']:.2f} s, stopped: "
+            f"{timed.stop_reason}, precision {timed.precision_reached}, busy {timed.busy}")
+        if timed.stop_reason in (None, "timeout"):
             raise TimeBudgetSpent(
                 f"time budget of {args.budget_s:g} s (workload.budget_s) spent after "
-                f"{len(rows)} of {workload.warmup + workload.iterations} iterations (warm-up "
-                "included); the iterations done are in the raw file")
+                f"{len(rows)} iterations (warm-up included) of at most "
+                f"{workload.warmup + workload.iterations}; the iterations done are in the "
+                "raw file")
 
         # After the timed loop, so the first timed iterations really are the first calls.
         t = time.perf_counter()

@@ -75,6 +75,8 @@ def starting_info(description: spec.CellDescription, budget_s: float | None,
         "device_process_bytes": None,
         # The memory of the measured phase (schema.MEMORY_FIELDS), once it has run.
         **timing.ProcessMemory().record,
+        # Why it stopped and how busy the machine was (schema.MEASURING_FIELDS), once run.
+        **timing.stop_record(timing.Timed([])),
         "started_at": provenance.now_iso(),
         "process_started_at_epoch": provenance.process_start_epoch(),
         "script_started_at_epoch": script_started_at,

@@ -199,17 +199,27 @@ def without_resources(workload: dict) -> dict:
     def drop(keys):
         return {k: v for k, v in keys.items() if k not in RESOURCE_KEYS}
 
+    def model(keys):
+        kept = drop(keys)
+        if "tasks" in keys:
+            kept["tasks"] = {t: drop(v) for t, v in keys["tasks"].items() if drop(v)}
+            if not kept["tasks"]:
+                del kept["tasks"]
+        return kept
+
     return {
         **drop(workload),
         "tasks": {t: drop(v) for t, v in workload["tasks"].items() if drop(v)},
-        "models": {m: drop(v) for m, v in workload["models"].items() if drop(v)},
+        "models": {m: model(v) for m, v in workload["models"].items() if model(v)},
     }
 
 
 class Workloads:
     """Each (model, task)'s workload keys: the config's defaults, then the task's overrides,
-    then the model's.  Cached per (model, task), not per job: a campaign plans thousands of
-    jobs from a few dozen of these."""
+    then the model's, then the model's own for that task (models.<model>.tasks.<task>: the
+    study's protocol block, say, a fixed count for one model's backward pass alone).
+    Cached per (model, task), not per job: a campaign plans thousands of jobs from a few
+    dozen of these."""
 
     def __init__(self, workload: dict):
         self.workload = workload
@@ -217,19 +227,29 @@ class Workloads:
     @functools.cache
     def settings(self, model: str, task: str) -> dict:
         w = self.workload
-        settings = {k: w[k] for k in ("warmup", "iterations", *RESOURCE_KEYS)}
+        settings = {k: w[k] for k in ("warmup", "iterations", *spec.WORKLOAD_STOPPING,
+                                      *RESOURCE_KEYS) if k in w}
         settings.update(w["tasks"].get(task, {}))
-        settings.update(w["models"].get(model, {}))
+        per_model = dict(w["models"].get(model, {}))
+        settings.update({k: v for k, v in per_model.items() if k != "tasks"})
+        settings.update(per_model.get("tasks", {}).get(task, {}))
         return settings
 
     @functools.cache
     def sizes(self, model: str, task: str) -> dict:
         """Warm-up, iterations and data sizes: the overrides on the spec's defaults."""
+        return {k: getattr(self.workload_of(model, task), k) for k in spec.WORKLOAD_SIZES}
+
+    @functools.cache
+    def stopping(self, model: str, task: str) -> dict:
+        """When the measured phase stops and when a busy machine re-times it
+        (spec.WORKLOAD_STOPPING): the config's keys, else the spec's."""
+        return {k: getattr(self.workload_of(model, task), k) for k in spec.WORKLOAD_STOPPING}
+
+    def workload_of(self, model: str, task: str, seed: int = 0) -> spec.Workload:
         settings = {k: v for k, v in self.settings(model, task).items()
                     if k not in RESOURCE_KEYS}
-        workload = spec.Workload(model=model, seed=0, task=task, **settings)
-        return {k: getattr(workload, k)
-                for k in ("warmup", "iterations", "n_samples", "batch_size", "jacobian_rows")}
+        return spec.Workload(model=model, seed=seed, task=task, **settings)
 
     def budget_s(self, model: str, task: str) -> float:
         """Seconds a cell's process may run (run_cell.py kills it then)."""
@@ -247,7 +267,8 @@ class Workloads:
         """A cell with its workload (this config's sizes and iterations): what its timing job
         is handed, whole."""
         workload = spec.Workload(model=cell.model, seed=cell.seed, task=cell.task,
-                                 **self.sizes(cell.model, cell.task))
+                                 **self.sizes(cell.model, cell.task),
+                                 **self.stopping(cell.model, cell.task))
         return spec.CellDescription(cell, workload)
 
 
@@ -270,6 +291,8 @@ def workload_problems(grids: list[dict], cells: list, workloads: Workloads,
         if core_limit and t > core_limit
     ]
     for model, task in dict.fromkeys((c.model, c.task) for c in cells):
+        problems += [f"{p} (model {model}, task {task})" for p in
+                     spec.stopping_problems(workloads.workload_of(model, task))]
         w, info = workloads.sizes(model, task), spec.MODELS[model]
         if w["batch_size"] > w["n_samples"]:
             problems.append(f"workload.models.{model}: batch_size {w['batch_size']} exceeds "

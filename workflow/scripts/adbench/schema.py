@@ -88,6 +88,41 @@ MEMORY_FIELDS = {
 }
 
 
+# What a cell's measured phase did, in the provenance metadata (per cell): why it stopped
+# (adbench.timing.StopRule) and what the rest of the machine did while it ran
+# (adbench.machine_load).  aggregate.py carries each into cells.parquet under the same name.
+# Raw files written before a field existed read None for it.
+MEASURING_FIELDS = {
+    "stop_reason": "why the measured phase ended: precision (the 95 % interval of the median "
+                   "step within workload.precision), budget (workload.measure_s measured), "
+                   "max_count (workload.iterations reached first), fixed (a fixed count, "
+                   "workload.stop fixed), timeout (the process's budget_s); None: it never "
+                   "started",
+    "precision_reached": "the larger half of the 95 % distribution-free interval of the "
+                         "median step, over the median, of the measured rows kept (None: "
+                         "fewer than 6)",
+    "busy": "whether other processes took more than workload.busy_share of a core on the "
+            "cell's CPUs (or steal as much) during the kept measured phase, after "
+            "workload.busy_retimes re-timings; None: not judged",
+    "busy_retimed": "how many times the measured phase was measured again for a busy machine",
+    "measured_attempts": "one record per measured attempt (the kept one last): iterations, "
+                         "stop_reason, median_step_s, busy and the load_* readings",
+    "load_window_s": "the kept measured phase's length, seconds (monotonic clock)",
+    "load_cpus": "the CPUs the cell could run on (its affinity), over which the load is read",
+    "load_own_cpu_s": "the cell's own process CPU time over the window, seconds",
+    "load_other_cpu_s": "CPU time other processes took on those CPUs over the window "
+                        "(/proc/stat's busy ticks less the cell's own), seconds",
+    "load_other_cores": "load_other_cpu_s over the window: cores other processes kept busy",
+    "load_steal_cores": "steal over the window, in cores: time a virtual machine's host gave "
+                        "to others while this one wanted to run",
+    "load_resolution_cores": "the smallest load a window of this length can tell from none "
+                             "(a clock tick per CPU, in cores)",
+    "load_loadavg_1m": "the one-minute load average at the window's end (/proc/loadavg)",
+    "load_cpu_mhz": "the mean current frequency of the cell's CPUs at the window's end "
+                    "(cpufreq's scaling_cur_freq), MHz; None where the system exposes none",
+}
+
+
 def raw_table(cell: dict, rows: list[dict], provenance: dict) -> pa.Table:
     """Rows of one cell as a table of RAW_SCHEMA, with provenance attached as metadata."""
     if provenance.get("status") not in STATUSES:
@@ -103,12 +138,30 @@ def raw_table(cell: dict, rows: list[dict], provenance: dict) -> pa.Table:
     return table.replace_schema_metadata(metadata)
 
 
+def process_umask() -> int:
+    """The process's file mode creation mask: /proc/self/status's Umask (Linux >= 4.7), else
+    read by setting it and setting it back."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_raw(path: str, cell: dict, rows: list[dict], provenance: dict) -> None:
     table = raw_table(cell, rows, provenance)
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, suffix=".parquet.tmp")
     os.close(fd)
+    # mkstemp makes its file 0600 whatever the umask: a group sharing the results tree
+    # could not read the raw file.  It gets the mode any new file would.
+    os.chmod(tmp, 0o666 & ~process_umask())
     try:
         pq.write_table(table, tmp)
         os.replace(tmp, path)

@@ -471,7 +471,15 @@ STUDY_FRAMEWORKS = ("torch", "tensorflow")  # what the study's own tables compar
 # ================================================================ workloads and cells
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """What one timing job computes: model, task, data shape, iteration counts."""
+    """What one timing job computes: model, task, data shape, iteration counts, and when its
+    measured phase stops (adbench.timing.StopRule): `fixed`, after `iterations`, or
+    `precision`, once the 95 % interval of the median step is within `precision` of it,
+    or `measure_s` seconds were measured, between `min_iterations` and `iterations` (the
+    most; where it is the fewer, it wins).  A measured phase while other processes took
+    more than `busy_share` of a core is measured again, at most `busy_retimes` times
+    (adbench.machine_load.BusyRule; None: not judged).
+    Without a config: the study's protocol, a fixed count, nothing re-timed (the config's
+    defaults are workflow/schemas/config.schema.yaml's)."""
 
     model: str
     seed: int
@@ -481,6 +489,12 @@ class Workload:
     warmup: int = 5
     iterations: int = 469
     jacobian_rows: int | None = None
+    stop: str = "fixed"
+    min_iterations: int | None = None
+    precision: float | None = None
+    measure_s: float | None = None
+    busy_share: float | None = None
+    busy_retimes: int = 0
 
     def __post_init__(self):
         spec = MODELS[self.model]
@@ -572,6 +586,10 @@ class Cell:
 
 CELL_FIELDS = tuple(f.name for f in dataclasses.fields(Cell))
 WORKLOAD_SIZES = ("warmup", "iterations", "n_samples", "batch_size", "jacobian_rows")
+# When a measured phase stops and when a busy machine re-times it (Workload's docstring).
+WORKLOAD_STOPPING = ("stop", "min_iterations", "precision", "measure_s", "busy_share",
+                     "busy_retimes")
+STOPS = ("precision", "fixed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -656,6 +674,31 @@ def description_problems(cell: Cell, workload: Workload) -> list[str]:
         problems.append(f"workload.warmup: {workload.warmup!r} is not a whole number >= 0")
     if not isinstance(cell.seed, int) or cell.seed < 0:
         problems.append(f"cell.seed: {cell.seed!r} is not a whole number >= 0")
+    return problems + stopping_problems(workload)
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def stopping_problems(workload: Workload) -> list[str]:
+    """What makes a workload's stop rule or busy rule unusable, each naming its key."""
+    w, problems = workload, []
+    if w.stop not in STOPS:
+        problems.append(f"workload.stop: {w.stop!r} is not one of {', '.join(STOPS)}")
+    if w.stop == "precision":
+        if not (_positive(w.precision) and w.precision < 1):
+            problems.append(f"workload.precision: {w.precision!r} is not a fraction of the "
+                            "median in (0, 1), e.g. 0.02")
+        if not isinstance(w.min_iterations, int) or w.min_iterations < 1:
+            problems.append(f"workload.min_iterations: {w.min_iterations!r} is not a whole "
+                            "number >= 1")
+    if w.measure_s is not None and not _positive(w.measure_s):
+        problems.append(f"workload.measure_s: {w.measure_s!r} is not a number of seconds > 0")
+    if w.busy_share is not None and not (_positive(w.busy_share) or w.busy_share == 0):
+        problems.append(f"workload.busy_share: {w.busy_share!r} is not a share of a core >= 0")
+    if not isinstance(w.busy_retimes, int) or w.busy_retimes < 0:
+        problems.append(f"workload.busy_retimes: {w.busy_retimes!r} is not a whole number >= 0")
     return problems
 # Paths of a results tree, relative to its root: results/ for the default config, the
 # `results` key of any other (workflow/rules/common.smk), so configs never share cells.

@@ -17,9 +17,14 @@ declares valid for the device (adbench.backends.StepMemory).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import functools
 import gc
+import math
+import statistics
 from typing import Callable, Protocol
 
+from adbench import machine_load
 from adbench.backends import C_HEAP, StepMemory
 from adbench.clock import DEFAULT_CLOCK, Clock
 
@@ -27,6 +32,229 @@ from adbench.clock import DEFAULT_CLOCK, Clock
 class Steppable(Protocol):
     def run(self, iteration: int, clock: Clock) -> dict[str, float]:
         """Run one iteration; return {'step_s': ..., optionally 'forward_s', 'backward_s'}."""
+
+
+# ================================================================ when a cell stops measuring
+# Why a measured phase ended (the raw file's `stop_reason`): the interval of its median step
+# was narrow enough (precision), its measured time was spent (budget), it reached its most
+# iterations under a precision stop (max_count), it ran a fixed count (fixed), or the
+# process's time budget left no room for another iteration (timeout: status timeout).
+STOP_REASONS = ("precision", "budget", "max_count", "fixed", "timeout")
+CONFIDENCE = 0.95  # of the interval of the median step a precision stop reads
+# A precision stop checks its interval after min_iterations, then each time the count has
+# grown by this factor (at least one iteration): a check sorts every sample, so checking at
+# every iteration of a 50-microsecond step would cost more than the step.
+CHECK_GROWTH = 1.2
+
+
+@functools.cache
+def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
+    """The 1-based ranks (j, n+1-j) of the order statistics that bound a distribution-free
+    interval of the median of n samples, of coverage at least `confidence`: the interval
+    misses the median only when fewer than j samples lie below it or fewer than j above,
+    each of binomial(n, 1/2) probability P(B <= j-1), so j is the largest with
+    P(B <= j-1) <= (1 - confidence)/2.  None where even (x_1, x_n) falls short (n < 6 at
+    95 %).  The binomial terms are summed in log space (2**-n underflows past n = 1074)."""
+    tail = (1.0 - confidence) / 2
+    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
+    below, j = 0.0, 0
+    while j <= n // 2:
+        term = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
+        if below + term > tail:
+            break
+        below, j = below + term, j + 1
+    return None if j == 0 else (j, n + 1 - j)
+
+
+def median_precision(samples, confidence: float = CONFIDENCE) -> float | None:
+    """The relative precision of the median of `samples`: the larger distance from the
+    median to a bound of its distribution-free interval (median_interval_ranks), over the
+    median.  None where the samples are too few for an interval or the median is not > 0."""
+    ranks = median_interval_ranks(len(samples), confidence)
+    if ranks is None:
+        return None
+    ordered = sorted(samples)
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    if not median > 0:
+        return None
+    low, high = ordered[ranks[0] - 1], ordered[ranks[1] - 1]
+    return max(median - low, high - median) / median
+
+
+def halves_apart(steps: list[float]) -> float:
+    """How far apart the medians of the first and the second half of `steps` are, over the
+    median of all (inf where that is not > 0)."""
+    middle, whole = len(steps) // 2, statistics.median(steps)
+    if not whole > 0:
+        return math.inf
+    return abs(statistics.median(steps[middle:]) - statistics.median(steps[:middle])) / whole
+
+
+@dataclasses.dataclass(frozen=True)
+class StopRule:
+    """When a measured phase ends.  `fixed`: after max_iterations.  `precision`: once the
+    CONFIDENCE interval of the median step is within `precision` of it (relative), or once
+    `measure_s` seconds of measured phase are spent, never before min_iterations nor after
+    max_iterations (which wins where it is the fewer).  spec.Workload holds the keys (workload.stop, precision, measure_s,
+    min_iterations, iterations: the most iterations)."""
+
+    stop: str
+    max_iterations: int
+    min_iterations: int = 1
+    precision: float | None = None
+    measure_s: float | None = None
+
+    @classmethod
+    def fixed(cls, iterations: int) -> StopRule:
+        return cls("fixed", iterations)
+
+    @classmethod
+    def of(cls, workload) -> StopRule:
+        """The rule a workload (spec.Workload) states."""
+        if workload.stop == "fixed":
+            return cls.fixed(workload.iterations)
+        return cls("precision", workload.iterations,
+                   min(workload.min_iterations, workload.iterations), workload.precision,
+                   workload.measure_s)
+
+    def reached(self, steps: list[float]) -> bool:
+        """The interval of the median within `precision`, and the medians of the first and
+        the second half of the steps no further apart than that (the interval assumes
+        steps drawn alike: a step that drifts, slower and slower, can look precise over a
+        few iterations, never over both halves)."""
+        if self.precision is None:
+            return False
+        found = median_precision(steps)
+        return found is not None and found <= self.precision \
+            and halves_apart(steps) <= self.precision
+
+
+@dataclasses.dataclass
+class Timed:
+    """What a cell's loop returns: its rows (warm-up, then the measured phase it kept), why
+    the measured phase stopped (STOP_REASONS; None: it never started), the relative
+    precision its median step reached (median_precision), and one record per measured
+    attempt (a busy machine re-times it: machine_load)."""
+
+    rows: list[dict]
+    stop_reason: str | None = None
+    precision_reached: float | None = None
+    attempts: list[dict] = dataclasses.field(default_factory=list)
+
+    @property
+    def busy(self) -> bool | None:
+        """Whether the kept attempt ran while the machine was busy (None: not judged)."""
+        return self.attempts[-1].get("busy") if self.attempts else None
+
+
+def _row(iteration: int, phase: str, sample: dict, traces) -> dict:
+    return {"iteration": iteration, "phase": phase, **sample,
+            **({"traces": traces()} if traces is not None else {})}
+
+
+def measured_phase(stepper: Steppable, first: int, rule: StopRule, clock: Clock,
+                   deadline: float | None = None, traces=None) -> tuple[list[dict], str]:
+    """Measured iterations from iteration `first` until `rule` stops them (or the deadline,
+    a `clock` reading after which no further iteration starts; the caller checked it before
+    the first): the rows and why they stopped (STOP_REASONS).  Every check reads the clock
+    between iterations, outside the stepper's own readings; a fixed rule reads it only for
+    the deadline."""
+    rows, steps = [], []
+    started = clock() if rule.measure_s is not None else None
+    next_check = rule.min_iterations
+    while True:
+        n = len(rows)
+        if n >= rule.max_iterations:
+            return rows, "fixed" if rule.stop == "fixed" else "max_count"
+        if deadline is not None and n and clock() >= deadline:
+            return rows, "timeout"
+        if rule.stop == "precision" and n >= rule.min_iterations:
+            if n >= next_check:
+                if rule.reached(steps):
+                    return rows, "precision"
+                next_check = max(n + 1, math.ceil(n * CHECK_GROWTH))
+            if rule.measure_s is not None and clock() - started >= rule.measure_s:
+                return rows, "budget"
+        sample = stepper.run(first + n, clock)
+        rows.append(_row(first + n, "measured", sample, traces))
+        steps.append(sample["step_s"])
+
+
+def time_cell(
+    stepper: Steppable,
+    warmup: int,
+    rule: StopRule,
+    clock: Clock = DEFAULT_CLOCK,
+    progress: Callable[[str], None] | None = None,
+    deadline: float | None = None,
+    at_measured: Callable[[], None] | None = None,
+    traces: Callable[[], int | None] | None = None,
+    load=None,
+) -> Timed:
+    """Warm-up (`warmup` iterations), then a measured phase that `rule` stops.  With a
+    deadline (a `clock` reading), no iteration starts after it (iteration 0 always runs).
+    `at_measured` is called, outside the clock, just before each measured attempt (not at
+    all when the deadline stops the loop before it): memory probes reset their peaks there,
+    so that warm-up and compilation stay out of them.  `traces` (a compiled step's
+    trace/compilation counter) is read after each iteration, outside the clock, into the
+    row's `traces`.
+
+    `load` (machine_load.BusyRule, or None: not watched) reads what the rest of the machine
+    did during each measured attempt; an attempt it judges busy is measured again, at most
+    load.retimes times, from the same first measured iteration.  The last attempt is kept
+    (its rows, marked busy or not); each attempt's reading is in `attempts`."""
+    rows = []
+    for iteration in range(warmup):
+        if deadline is not None and iteration and clock() >= deadline:
+            return Timed(rows)
+        if progress is not None and iteration == 0:
+            progress("warm-up phase starts")
+        rows.append(_row(iteration, "warmup", stepper.run(iteration, clock), traces))
+    timed = Timed(rows)
+    for attempt in range(1 + (load.retimes if load is not None else 0)):
+        if deadline is not None and (warmup or attempt) and clock() >= deadline:
+            if not attempt:
+                return timed
+            break  # the busy attempt before is kept
+        if progress is not None:
+            progress("measured phase starts" + (f" again (re-time {attempt})" if attempt else ""))
+        if at_measured is not None:
+            at_measured()
+        window = load.window() if load is not None else None
+        measured, reason = measured_phase(stepper, warmup, rule, clock, deadline, traces)
+        record = {"iterations": len(measured), "stop_reason": reason,
+                  "median_step_s": _median([r["step_s"] for r in measured])}
+        if window is not None:
+            record.update(window.stop())
+            record["busy"] = load.busy(record)
+        timed.attempts.append(record)
+        kept = measured
+        if not record.get("busy") or reason == "timeout":
+            break
+        if progress is not None:
+            progress(f"busy machine: {load.describe(record)}")
+    timed.rows = rows + kept
+    timed.stop_reason = reason
+    timed.precision_reached = median_precision([r["step_s"] for r in kept])
+    return timed
+
+
+def stop_record(timed: Timed) -> dict:
+    """A timed loop's fields of the raw file's metadata (schema.MEASURING_FIELDS)."""
+    kept = timed.attempts[-1] if timed.attempts else {}
+    return {
+        "stop_reason": timed.stop_reason,
+        "precision_reached": timed.precision_reached,
+        "busy": timed.busy,
+        "busy_retimed": max(0, len(timed.attempts) - 1),
+        "measured_attempts": timed.attempts,
+        **{f"load_{k}": kept.get(k) for k in machine_load.READING_FIELDS},
+    }
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def time_iterations(
@@ -39,31 +267,10 @@ def time_iterations(
     at_measured: Callable[[], None] | None = None,
     traces: Callable[[], int | None] | None = None,
 ) -> list[dict]:
-    """Run warm-up then measured iterations; one row per iteration, phase marked.  With a
-    deadline (a `clock` reading), no iteration starts after it: fewer rows come back.
-    `at_measured` is called once, outside the clock, just before the first measured
-    iteration (not at all when the deadline stops the loop before it): memory probes
-    reset their peaks there, so that warm-up and compilation stay out of them.  `traces`
-    (a compiled step's trace/compilation counter) is read after each iteration, outside
-    the clock, into the row's `traces`."""
-    rows = []
-    for iteration in range(warmup + iterations):
-        if deadline is not None and iteration and clock() >= deadline:
-            break
-        if progress is not None and iteration in (0, warmup):
-            progress(f"{'warm-up' if iteration < warmup else 'measured'} phase starts")
-        if at_measured is not None and iteration == warmup:
-            at_measured()
-        sample = stepper.run(iteration, clock)
-        rows.append(
-            {
-                "iteration": iteration,
-                "phase": "warmup" if iteration < warmup else "measured",
-                **sample,
-                **({"traces": traces()} if traces is not None else {}),
-            }
-        )
-    return rows
+    """Warm-up then a fixed count of measured iterations (time_cell's rows): one row per
+    iteration, phase marked."""
+    return time_cell(stepper, warmup, StopRule.fixed(iterations), clock, progress, deadline,
+                     at_measured, traces).rows
 
 
 # ================================================================ memory (Linux /proc)
