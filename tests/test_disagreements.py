@@ -134,7 +134,8 @@ def test_a_machine_factor_needs_two_other_numbers_of_the_framework():
     found = eager_mlp(5000.0)
     hit = outcome(found, "machine")
     assert hit["verdict"] == disagreements.NOT_TESTABLE
-    assert hit["text"].startswith("needs at least two other numbers of PyTorch")
+    assert hit["text"].startswith("needs at least two other numbers of the framework")
+    assert hit["text"].endswith("PyTorch has 0")
 
 
 # ----------------------------------------------------------------------------- (b) FLOP rate
@@ -196,7 +197,8 @@ def test_tf_functions_step_less_its_forward_is_the_stated_method():
     assert outcome(small, "backward")["verdict"] == disagreements.REFUTED
     absent = outcome(compiled("tensorflow", "graph", 1200.0, study=538), "backward")
     assert absent["verdict"] == disagreements.NOT_TESTABLE
-    assert "forward cells of [512]" in absent["text"]
+    assert "forward cells of the model (task forward)" in absent["text"]
+    assert absent["text"].endswith(": [512]")
 
 
 # ----------------------------------------------------------------------------- (d) first steps
@@ -306,5 +308,6 @@ def test_the_section_lists_what_it_found():
     tex = env.get_template("sections/disagreements.tex.j2").render(disagreements=found)
     assert r"\label{tab:disagreements}" in tex and r"\label{tab:disagreement-tests}" in tex
     assert "the study, Table 1" in tex and "[512], PyTorch (eager), backward" in tex
-    assert "explained by FLOP rate (1.71 cores)" in tex
-    assert "Not testable here, machine speed: needs at least two other numbers" in tex
+    assert r"\emph{explained}: explained by F 1.71 cores" in tex
+    assert ("Not testable here, M (machine speed) needs at least two other numbers of the "
+            "framework from the study's \\S{}3.1 (Tables 1--2) in this run: PyTorch has 0") in tex

@@ -161,6 +161,9 @@ class Outcome:
     verdict: str
     text: str
     short: str = ""  # its number in a few characters, for the table's row
+    # NOT_TESTABLE: what it needs, and for what (a model, a framework), merged per test
+    needs: str = ""
+    subject: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,8 +187,10 @@ def verdict_of(test: str, ratio: float, text: str) -> Outcome:
                    f"{text}: {fmt.ratio(ratio)} times the study's", fmt.ratio(ratio))
 
 
-def needs(test: str, what: str) -> Outcome:
-    return Outcome(test, NOT_TESTABLE, f"needs {what}")
+def needs(test: str, what: str, subject: str = "") -> Outcome:
+    """NOT_TESTABLE: the test needs `what` (for `subject`)."""
+    return Outcome(test, NOT_TESTABLE, f"needs {what}" + (f": {subject}" if subject else ""),
+                   needs=what, subject=subject)
 
 
 def log_mean(values: list[float]) -> float:
@@ -202,8 +207,8 @@ def by_machine(pair, run: Run) -> Outcome | None:
               and STUDY_SETUP.get(p["table"].name) == setup]
     label = framework_label(framework_of(pair))
     if len(others) < 2:
-        return needs("machine", f"at least two other numbers of {label} from the study's "
-                                f"{setup} measured here ({len(others)} in this run)")
+        return needs("machine", f"at least two other numbers of the framework from the "
+                                f"study's {setup} in this run", f"{label} has {len(others)}")
     fitted = log_mean(others)
     words = (f"ours over the study's on {len(others)} other numbers of {label} in its {setup}: "
              f"{fmt.ratio(fitted)} (they span {fmt.span(others)})")
@@ -229,14 +234,15 @@ def by_flop_rate(pair, run: Run) -> Outcome | None:
     if pair["what"] != "mean" or r["device"] != "cpu" or pair["ratio"] < 1:
         return None  # only ours slower on a CPU asks whether the study used more cores
     if pair["table"].name not in STUDY_SIZES_STATED:
-        return needs("flop_rate", f"the study's sizes of {model_label(r['model'])} (its text "
-                                  "states none)")
+        return needs("flop_rate", "the study's sizes of the model (its text states none)",
+                     model_label(r["model"]))
     counted = study_flops(pair, run)
+    threads = int(r["threads"])
     per_thread = peak_of(run.peak or {}, "cpu", 1)
-    ours_peak = peak_of(run.peak or {}, "cpu", int(r["threads"]))
+    ours_peak = peak_of(run.peak or {}, "cpu", threads)
     if not per_thread > 0 or not ours_peak > 0:
-        return needs("flop_rate", "this machine's matmul peak at one thread and at "
-                                  f"{fmt.threads_text(int(r['threads']))} (scaling/peak.json)")
+        at = "one thread" + (f" and at {fmt.threads_text(threads)}" if threads > 1 else "")
+        return needs("flop_rate", f"this machine's matmul peak at {at} (scaling/peak.json)")
     seconds = pair["study"] / fmt.unit_scale(pair["table"].unit)
     rate = counted / seconds / 1e9
     cores = rate / per_thread
@@ -273,9 +279,9 @@ def condition_mean(run: Run, r, task: str, quantity: str, unit: str) -> float:
     return float(hit["point"].iloc[0]) * fmt.unit_scale(unit) if len(hit) else math.nan
 
 
-def compiled_backward(pair, run: Run) -> tuple[float, str] | str:
-    """Our compiled mode's backward pass, in the table's unit, and how it was read; or what
-    is missing."""
+def compiled_backward(pair, run: Run) -> tuple[float, str] | Outcome:
+    """Our compiled mode's backward pass, in the table's unit, and how it was read; or the
+    outcome saying what is missing."""
     r, unit = pair["ours"], pair["table"].unit
     if "backward_s" in timed_quantities(r["framework"], r["mode"], r["task"]):
         value = number(r.get("improvement_backward_denominator_s"))
@@ -283,15 +289,18 @@ def compiled_backward(pair, run: Run) -> tuple[float, str] | str:
             value = condition_mean(run, r, r["task"], "backward_s", unit)
         label = column_label(r["framework"], r["mode"])
         return ((value, f"{label}'s own backward pass") if value > 0
-                else f"{label}'s backward cells of {model_label(r['model'])}")
+                else needs("backward", f"{label}'s backward cells of the model",
+                           model_label(r["model"])))
     step = number(r["mean"])
     forward = condition_mean(run, r, "forward", "step_s", unit)
     label = column_label(r["framework"], r["mode"])
     if not forward > 0:
-        return (f"{label}'s forward cells of {model_label(r['model'])} (task forward) and "
-                "their estimates (conditions.parquet) in the section's inputs")
+        return needs("backward", f"{label}'s forward cells of the model (task forward), their "
+                                 "estimates (conditions.parquet) given to the section",
+                     model_label(r["model"]))
     if not step > forward:
-        return f"a {label} step longer than its forward"
+        return needs("backward", f"a {label} step longer than its forward",
+                     model_label(r["model"]))
     return step - forward, (f"{label}'s step less its forward (the forward task's mean "
                             "step, same model and block)")
 
@@ -301,8 +310,8 @@ def by_backward(pair, run: Run) -> Outcome | None:
     if not (table.compiled and table.quantity == "step_s" and table.tasks == ("backward",)):
         return None
     found = compiled_backward(pair, run)
-    if isinstance(found, str):
-        return needs("backward", found)
+    if isinstance(found, Outcome):
+        return found
     backward, method = found
     if pair["what"] == "improvement":
         eager = number(pair["ours"].get("improvement_study_style_numerator_s"))
@@ -422,6 +431,7 @@ class Test:
     """One explanation: its name in the paper, the cells it rests on, its rule."""
 
     key: str
+    code: str  # its letter in the table of disagreements
     name: str
     rests_on: str
     rule: str
@@ -429,31 +439,32 @@ class Test:
 
 
 TESTS = (
-    Test("machine", "machine speed",
+    Test("machine", "M", "machine speed",
          "the framework's other numbers from the same part of the study, same block",
          "their ratios share one factor within 2×, and the number held out divided by it is "
          "within 2×", by_machine),
-    Test("flop_rate", "FLOP rate",
+    Test("flop_rate", "F", "FLOP rate",
          "the study's number and the FLOP count at its sizes; this machine's matmul peak per "
          "thread", "the study's implied rate exceeds our peak at our thread count "
          "(its number needs more of this machine's cores)", by_flop_rate),
-    Test("backward", "compiled column as backward",
+    Test("backward", "B", "compiled column as backward",
          "TorchScript's backward cells; tf.function's step and forward cells",
          "our compiled backward (or the improvement built on it) within 2×", by_backward),
-    Test("first_steps", "first iterations averaged in",
+    Test("first_steps", "I", "first iterations averaged in",
          "the condition's cells' first iterations; the study's batches per trial",
          "our mean with its first iteration averaged into the study's batches within 2×",
          by_first_steps),
-    Test("threads", "thread count",
+    Test("threads", "T", "thread count",
          "the same condition at another thread count",
          "ours at another thread count within 2× (where the study does not state one)",
          by_threads),
-    Test("jacobian", "Jacobian size",
+    Test("jacobian", "J", "Jacobian size",
          "each of our Jacobian tasks of the condition; its rows and input size",
          "a task's own time scaled by the rows (and the presumed input) within 2×",
          by_jacobian_size),
 )
 TEST_NAMES = {t.key: t.name for t in TESTS}
+TEST_CODES = {t.key: t.code for t in TESTS}
 
 
 def outcomes(pair, run: Run) -> list[Outcome]:
@@ -474,13 +485,13 @@ def unit_text(pair) -> str:
 
 
 def outcome_text(found: list[Outcome]) -> str:
-    """'explained by machine speed (1.24); refuted: thread count (3.10); not testable: FLOP
-    rate': each test's number as the explanation reads it (ours over the study's, or the
+    """'explained by M 1.24; refuted: T 3.10; not testable: F': each test by its letter
+    (TESTS), with its number as the explanation reads it (ours over the study's, or the
     cores the study's number needs)."""
     parts = []
     for verdict, lead in ((EXPLAINS, "explained by"), (REFUTED, "refuted:"),
                           (NOT_TESTABLE, "not testable:")):
-        names = [TEST_NAMES[o.test] + (f" ({o.short})" if o.short else "")
+        names = [TEST_CODES[o.test] + (f" {o.short}" if o.short else "")
                  for o in found if o.verdict == verdict]
         if names:
             parts.append(f"{lead} {', '.join(names)}")
@@ -509,6 +520,17 @@ def row_text(pair, block) -> dict:
     }
 
 
+def needed(untestable) -> list[str]:
+    """What a test needs, once per need, with the subjects that need it."""
+    subjects: dict[str, list[str]] = {}
+    for o in untestable:
+        listed = subjects.setdefault(o.needs, [])
+        if o.subject and o.subject not in listed:
+            listed.append(o.subject)
+    return [f"{what}: {'; '.join(listed)}" if listed else what
+            for what, listed in sorted(subjects.items())]
+
+
 def test_rows(found: list[dict]) -> list[dict]:
     """Per test: what it rests on, its rule, and on how many disagreements it explains, is
     refuted or could not run (with what it needs)."""
@@ -516,8 +538,8 @@ def test_rows(found: list[dict]) -> list[dict]:
     for test in TESTS:
         mine = [o for p in found for o in p["outcomes"] if o.test == test.key]
         count = lambda v: sum(o.verdict == v for o in mine)  # noqa: E731
-        missing = sorted({o.text for o in mine if o.verdict == NOT_TESTABLE})
-        rows.append({"key": test.key, "name": latex(test.name),
+        missing = needed(o for o in mine if o.verdict == NOT_TESTABLE)
+        rows.append({"key": test.key, "code": test.code, "name": latex(test.name),
                      "rests_on": latex(test.rests_on), "rule": latex(test.rule),
                      "explains": count(EXPLAINS), "refuted": count(REFUTED),
                      "not_testable": count(NOT_TESTABLE),
