@@ -152,3 +152,27 @@ def test_a_gpu_cell_refused_before_any_gpu_work_joins_its_trees_one_gpu_machine(
     two_gpus["machine"] = [stats.machine_of(r) for r in two_gpus.to_dict("records")]
     unknown = aggregate.with_unnamed_gpus_placed(two_gpus).loc[3, "machine"]
     assert unknown.startswith("unknown GPU")  # two candidates: no guess
+
+
+def test_a_cells_record_carries_why_it_stopped_and_how_busy_the_machine_was(tmp_path):
+    from adbench import cell_record, timing
+
+    description = spec.CellDescription.of("torch", "eager", "mlp512", stop="precision",
+                                          min_iterations=10, precision=0.02, measure_s=5.0)
+    timed = timing.Timed([], "budget", 0.031, [
+        {"iterations": 40, "busy": True, "other_cores": 0.9},
+        {"iterations": 40, "busy": True, "other_cores": 0.7, "steal_cores": 0.0,
+         "loadavg_1m": 2.5, "cpu_mhz": None, "window_s": 1.2}])
+    info = {**cell_record.starting_info(description, None), **timing.stop_record(timed)}
+    raw = tmp_path / description.cell.raw_path
+    cell_record.write_cell(str(raw), str(tmp_path / "g.npz"), description, info, "ok", "", [])
+    record = aggregate.cell_record(str(raw))
+    assert (record["stop"], record["stop_reason"], record["precision_reached"]) == (
+        "precision", "budget", 0.031)
+    assert (record["busy"], record["busy_retimed"], record["load_other_cores"],
+            record["load_loadavg_1m"]) == (True, 1, 0.7, 2.5)
+    frame = pd.DataFrame([record, {**record, "seed": 1, "busy": False, "busy_retimed": 0,
+                                   "precision_reached": 0.01, "stop_reason": "precision"}])
+    assert aggregate.measuring_facts(frame) == {
+        "stop_reasons": {"budget": 1, "precision": 1}, "precision_reached": [0.01, 0.031],
+        "n_busy": 1, "busy_other_cores": [0.7, 0.7], "n_busy_retimed": 1}

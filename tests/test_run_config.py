@@ -263,3 +263,33 @@ def test_a_cuda_cell_runs_in_the_cuda_build_the_config_chose():
     assert run.env_for("tensorflow", "cuda") == "tensorflow-cuda"
     assert run.env_for("theano", "cpu") == "theano"
 
+
+
+def test_a_cell_stops_by_the_schemas_precision_rule_unless_its_block_asks_for_a_fixed_count():
+    config = with_fault({"workload": {"models": {"mlp512": {"tasks": {
+        "backward": {"stop": "fixed", "iterations": 469}}}}}})
+    run = checked(config)
+    defaults = run_config.load_schema()["properties"]["workload"]["properties"]
+    precise = run.workloads.description(spec.Cell("torch", "eager", "mlp512", "jacobian_rows",
+                                                  "cpu", 1, 0)).workload
+    assert precise.stop == "precision" == defaults["stop"]["default"]
+    for key in ("precision", "min_iterations", "measure_s", "busy_share", "busy_retimes"):
+        assert getattr(precise, key) == defaults[key]["default"], key
+    # The model's own entry for one task wins over the task's and the model's.
+    fixed = run.workloads.description(spec.Cell("torch", "eager", "mlp512", "backward",
+                                                 "cpu", 1, 0)).workload
+    assert (fixed.stop, fixed.iterations) == ("fixed", 469)
+    assert run_config.without_resources({"warmup": 1, "tasks": {}, "models": {
+        "cnn": {"budget_s": 5, "tasks": {"backward": {"budget_s": 5}}}}}) == {
+        "warmup": 1, "tasks": {}, "models": {}}
+
+
+@pytest.mark.parametrize("override, named", [
+    ({"stop": "forever"}, "workload.stop"),
+    ({"precision": 0}, "workload.precision"),
+    ({"min_iterations": 3}, "workload.min_iterations"),
+    ({"busy_retimes": -1}, "workload.busy_retimes"),
+])
+def test_a_bad_stop_or_busy_key_is_refused_naming_it(override, named):
+    with pytest.raises(Exception, match=named.split(".")[-1]):
+        checked(with_fault({"workload": override}))

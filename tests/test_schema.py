@@ -98,3 +98,22 @@ def test_the_allocation_is_recorded_under_slurm_and_none_outside(monkeypatch):
     assert (got["scheduler"], got["job_id"], got["node"], got["cpus"], got["gpus"]) == (
         "slurm", "42", "node7", "2", "0")
     assert provenance.machine()["allocation"]["job_id"] == "42"
+
+
+@pytest.mark.parametrize("umask, mode", [(0o002, 0o664), (0o022, 0o644), (0o077, 0o600)])
+def test_every_file_of_a_cell_honours_the_umask(tmp_path, umask, mode):
+    """A group sharing a results tree reads what the umask lets it (mkstemp alone: 0600)."""
+    from adbench import cell_record
+
+    description = spec.CellDescription.of("torch", "eager", "mlp512")
+    before = os.umask(umask)
+    try:
+        assert schema.process_umask() == umask
+        raw, grads = tmp_path / "raw" / "c.parquet", tmp_path / "gradients" / "c.npz"
+        cell_record.write_cell(str(raw), str(grads), description,
+                               cell_record.starting_info(description, None), "failed", "why",
+                               [])
+    finally:
+        os.umask(before)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in (raw, grads)} == {
+        "c.parquet": oct(mode), "c.npz": oct(mode)}
