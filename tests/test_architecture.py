@@ -1,14 +1,17 @@
-"""The architecture of workflow/scripts as DESIGN.md draws it: layers whose imports only point
-down, no import cycle, and timing jobs that load nothing of the report.
+"""The architecture of workflow/scripts as docs/design.md draws it: layers whose imports only
+point down, no import cycle, and timing jobs that load nothing of the report.
 
-Every project module is given a layer here (a new module fails until it is given one): this
-table is the architecture, checked against the import statements themselves (lazy imports
-inside functions included: adbench.code_inputs reads them as the rules' code inputs do).
+The layers are the table of docs/design.md, read here (LAYERS): every project module is given
+a layer there (a new module fails until it is given one), checked against the import
+statements themselves (lazy imports inside functions included: adbench.code_inputs reads them
+as the rules' code inputs do).  adbench/__init__.py names the same layers in the same order.
 """
 
 from __future__ import annotations
 
+import ast
 import fnmatch
+import re
 from pathlib import Path
 
 import pytest
@@ -16,28 +19,25 @@ import pytest
 from adbench import code_inputs
 
 SCRIPTS = Path(code_inputs.SCRIPTS)
+DESIGN = SCRIPTS.parents[1] / "docs" / "design.md"
+LAYER_TABLE = "<!-- layers:"  # the comment above the table
+
+
+def read_layers(text: str) -> dict[str, list[str]]:
+    """{layer: module patterns}, bottom to top, from the Markdown table after LAYER_TABLE:
+    its first column is the layer, its last the patterns, each in backquotes."""
+    lines = text.split(LAYER_TABLE, 1)[1].splitlines()[1:]
+    rows = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return {row[0]: re.findall(r"`([^`]+)`", row[-1]) for row in rows[2:]}
+
 
 # Bottom to top. A module may import its own layer's modules and those below; the scripts
 # (entry points) import any library module and no other script.
-LAYERS = {
-    "experiment spec and contracts": [
-        "adbench", "adbench.spec", "adbench.schema", "adbench.derivatives", "adbench.clock",
-        "adbench.provenance", "adbench.code_inputs", "adbench.sweeps"],
-    "backends": ["adbench.backends", "adbench.backends.*"],
-    "timing": ["adbench.timing", "adbench.cell_record", "adbench.reference", "adbench.config",
-               "adbench.cluster"],
-    "analysis": ["adbench.stats", "adbench.inference", "adbench.flops",
-                 "adbench.activation_memory", "adbench.claims",
-                 "adbench.verdicts", "adbench.scaling", "adbench.comparisons"],
-    "presentation": ["adbench.report_spec", "adbench.formatting", "adbench.selection",
-                     "adbench.tables", "adbench.paper_tables", "adbench.report_stats",
-                     "adbench.findings", "adbench.hypotheses", "adbench.variants",
-                     "adbench.varlen", "adbench.paper_context", "adbench.graphs",
-                     "adbench.plotting", "adbench.scaling_section", "adbench.machines_section",
-                     "adbench.sections", "adbench.sections.*", "adbench.disagreements",
-                     "adbench.paper_framing"],
-    "scripts": ["*"],
-}
+LAYERS = read_layers(DESIGN.read_text())
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 # What the report alone reads: no timing or reference job may load it.
 REPORT_LAYERS = ("analysis", "presentation")
@@ -56,7 +56,7 @@ def layer_of(module: str) -> str:
             if layer == "scripts" and module.startswith("adbench"):
                 break
             return layer
-    raise AssertionError(f"{module}: no layer in tests/test_architecture.py LAYERS: give it one")
+    raise AssertionError(f"{module}: no layer in docs/design.md's layer table: give it one")
 
 
 def project_imports(path: Path, modules: dict[str, Path]) -> set[str]:
@@ -74,6 +74,23 @@ def project_imports(path: Path, modules: dict[str, Path]) -> set[str]:
 def graph() -> dict[str, set[str]]:
     modules = all_modules()
     return {m: project_imports(p, modules) for m, p in modules.items()}
+
+
+def test_the_layer_table_is_read_as_written():
+    table = ("<!-- layers: x -->\n| layer | what | modules |\n| --- | --- | --- |\n"
+             "| low | the `spec` | `a`, `a.b.*` |\n| high | scripts | `*` |\n\nprose `c`\n")
+    assert read_layers(table) == {"low": ["a", "a.b.*"], "high": ["*"]}
+    assert list(LAYERS)[0] == "experiment spec and contracts" and list(LAYERS)[-1] == "scripts"
+    assert "adbench.spec" in LAYERS["experiment spec and contracts"]
+
+
+def test_the_package_docstring_names_the_layers_in_their_order():
+    """adbench/__init__.py's docstring: 'Layers, bottom to top (docs/design.md): a -> b.'"""
+    doc = " ".join(ast.get_docstring(ast.parse((SCRIPTS / "adbench/__init__.py")
+                                               .read_text())).split())
+    named = re.search(r"Layers, bottom to top \(docs/design\.md\): (.+?)\.(?: |$)", doc)
+    assert named, doc
+    assert [name.strip() for name in named.group(1).split("->")] == list(LAYERS)
 
 
 def test_every_module_has_a_layer(graph):
