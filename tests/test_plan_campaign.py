@@ -142,24 +142,38 @@ def test_cells_already_measured_are_not_planned(tmp_path):
 
 
 # ------------------------------------------------------------------ config/gpu.yaml
-@pytest.mark.parametrize("gpu_model", ["h100", "nvidia_h200"])
-def test_the_gpu_campaign_asks_at_most_three_times_what_the_examples_took(tmp_path, capsys,
-                                                                          gpu_model):
-    """config/gpu.yaml on a site of the H100's or the H200's model: the cells priced from
-    that example tree ask for at most 3x the time their class took there, and the plan says
-    so; every submission is a pack or a peak, none shorter than the floor."""
+@pytest.mark.parametrize("config", ["gpu", "gpu-smoke"])
+@pytest.mark.parametrize("gpu_model", ["nvidia_h100-80gb-hbm3", "nvidia_h200"])
+def test_the_gpu_campaigns_ask_at_most_three_times_their_expected_use(tmp_path, capsys,
+                                                                      config, gpu_model):
+    """config/gpu.yaml and gpu-smoke.yaml on a site of the H100's or the H200's model: every
+    cell priced from a measurement or the model fitted on measured cells (none by the
+    unfitted model), the packs' walltime at most 3x the cells' expected use in all and for
+    every class, and the plan says so; every submission a pack or a peak."""
     (tmp_path / "site.yaml").write_text(yaml.safe_dump({**SITE, "gpu_model": gpu_model}))
-    run = plan_campaign.load_run([str(ROOT / "config" / "gpu.yaml")], working_dir=tmp_path,
-                                 site=str(tmp_path / "site.yaml"))
+    run = plan_campaign.load_run([str(ROOT / "config" / f"{config}.yaml")],
+                                 working_dir=tmp_path, site=str(tmp_path / "site.yaml"))
     found = plan_campaign.packs(run, tmp_path)
-    seeded = plan_campaign.example_seeded(run, found)
-    assert seeded.cells > 50 and 1 < seeded.ratio <= 3, seeded
+    classes = plan_campaign.priced(run, found)
+    whole = plan_campaign.total(classes)
+    assert whole.cells == len(run.cells) and 1 < whole.ratio <= 3, whole
+    assert all(one.ratio <= plan_campaign.FLAG_RATIO for one in classes.values())
     jobs = plan_campaign.slurm_jobs(run, tmp_path)
-    assert sum(j.cells for j in jobs) == len(run.cells)
+    assert not [s for j in jobs for s in j.walltime_from if s == "model"]
     assert all(run.walltimes.floor_min <= j.runtime_min <= 120 for j in jobs)
-    assert len(jobs) < len(run.cells) / 10
-    print(plan_campaign.report(run, jobs, "config/gpu.yaml", seeded))
+    print(plan_campaign.report(run, jobs, f"config/{config}.yaml", classes))
     text = " ".join(capsys.readouterr().out.split())
-    ratio = re.search(r"there \(scaled to this config's iterations\): ([\d.]+)x", text)
-    assert ratio and float(ratio.group(1)) == pytest.approx(seeded.ratio, abs=0.01)
+    ratio = re.search(r"Requested over expected use: .*?: ([\d.]+)x\.", text)
+    assert ratio and float(ratio.group(1)) == pytest.approx(whole.ratio, abs=0.01)
+    assert "No class of cells asks for more than 3x its expected use" in text
     assert f"{len(jobs)} submissions (sbatch calls)" in text
+
+
+def test_a_class_above_three_times_its_use_is_named(tmp_path, capsys):
+    """A site's 30-minute floor on a pack of seconds: the plan names the class."""
+    config = {**CONFIG, "grid": [CONFIG["grid"][1]]}
+    run, jobs = plan(tmp_path, config, {**SITE, "walltime_floor_min": 30})
+    classes = plan_campaign.priced(run, plan_campaign.packs(run, tmp_path))
+    print(plan_campaign.report(run, jobs, "campaign.yaml", classes))
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Above 3x: cuda jax jit cnn jacobian_rows 1: 1 cell ask 1,800 s" in text

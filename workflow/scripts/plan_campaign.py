@@ -117,33 +117,52 @@ def peak_jobs(run: run_config.Run) -> list[Job]:
     return jobs
 
 
-# ------------------------------------------------------------------ against the examples
-@dataclasses.dataclass(frozen=True)
-class Seeded:
-    """The cells estimated from an example tree: what they ask for and what they took."""
+# ------------------------------------------------------------------ requested over expected
+# A class of cells whose walltime asks for more than this times what they are expected to
+# use is named in the plan (a site's fair share and the queue's backfill pay for it).
+FLAG_RATIO = 3.0
 
-    cells: int
-    asked_s: float  # their share of their packs' walltime
-    measured_s: float  # their class's time in the example tree, scaled to this workload
+
+@dataclasses.dataclass
+class Priced:
+    """Cells' share of their packs' walltime and the time they are expected to take."""
+
+    cells: int = 0
+    asked_s: float = 0.0  # their share of their packs' walltime
+    expected_s: float = 0.0  # their estimates (Walltime.seconds), a pack's start shared
+
+    def add(self, asked_s: float, expected_s: float) -> None:
+        self.cells += 1
+        self.asked_s += asked_s
+        self.expected_s += expected_s
 
     @property
     def ratio(self) -> float:
-        return self.asked_s / self.measured_s if self.measured_s else float("nan")
+        return self.asked_s / self.expected_s if self.expected_s else float("nan")
 
 
-def example_seeded(run: run_config.Run, found: run_config.Packs) -> Seeded:
-    """Each example-seeded cell's share of its pack's walltime (in proportion to what the
-    cells of the pack add) over the time its class took in the example tree."""
-    w, cells, asked, measured = run.walltimes, 0, 0.0, 0.0
+def priced(run: run_config.Run, found: run_config.Packs) -> dict[tuple, Priced]:
+    """Each class's (cluster.class_of, but the seed) share of its packs' walltime against
+    its expected use: the estimates of its cells (their class measured, carried from
+    another machine or the calibrated model: Walltimes) with a job step's start, and
+    Snakemake's start in the job shared among a pack's cells as its walltime is."""
+    w, by_class = run.walltimes, {}
     for pack in found.packs:
         adds = [w.asked_s(c) for c in pack.cells]
         for cell, seconds in zip(pack.cells, adds):
-            estimate = w.of(cell)
-            if estimate.source == "example":
-                cells += 1
-                asked += pack.minutes * 60 * seconds / sum(adds)
-                measured += estimate.measured_s
-    return Seeded(cells, asked, measured)
+            share = seconds / sum(adds)
+            by_class.setdefault(cluster.class_of(cell), Priced()).add(
+                pack.minutes * 60 * share, w.of(cell).seconds + cluster.JOB_START_S * share)
+    return by_class
+
+
+def total(classes: dict[tuple, Priced]) -> Priced:
+    found = Priced()
+    for one in classes.values():
+        found.cells += one.cells
+        found.asked_s += one.asked_s
+        found.expected_s += one.expected_s
+    return found
 
 
 # ------------------------------------------------------------------ reading the config
@@ -248,7 +267,8 @@ def site_line(run: run_config.Run) -> str:
     return f"Site ({where}): " + ", ".join(f"{k} {settings.get(k, '-')}" for k in keys) + "."
 
 
-def report(run: run_config.Run, jobs: list[Job], source: str, seeded: Seeded) -> str:
+def report(run: run_config.Run, jobs: list[Job], source: str,
+           classes: dict[tuple, Priced]) -> str:
     packed = [j for j in jobs if j.rule == "pack"]
     n_cells = sum(j.cells for j in packed)
     n_refs = len({c.reference_path for c in run.cells})
@@ -275,10 +295,13 @@ def report(run: run_config.Run, jobs: list[Job], source: str, seeded: Seeded) ->
         f"{run.config['cluster']['pack_minutes']} min (cluster.pack_minutes). A cell's "
         f"estimate: its class's largest time (any seed) measured in {run.results}/: "
         f"{cells(sources['measured'])}; in an example tree measured on the site's GPU: "
-        f"{sources['example']}; the cost model: {sources['model']}; its budget (timed out or "
-        f"left unfinished before): {sources['budget']}. A measured time adds a job step's "
-        f"start ({cluster.STEP_START_S:g} s).",
-        seeded_line(seeded),
+        f"{sources['example']}; on another machine, carried by the ratio of the machines' "
+        f"measured peaks where both are known: {sources['carried']}; the cost model fitted "
+        f"on the cells measured on the device: {sources['calibrated']}; the cost model "
+        f"unfitted (nothing measured on the device): {sources['model']}; its budget (timed "
+        f"out or left unfinished before): {sources['budget']}. Each adds a job step's start "
+        f"({cluster.STEP_START_S:g} s).",
+        *expected_lines(classes),
         "GPU-hours and CPU-hours requested are each job's walltime x its GPUs and CPUs: an "
         "upper bound, since a job ends when its cells do. The cells counted are those the "
         "results tree lacks or must re-time (cells re-timed for a changed harness aside: "
@@ -289,14 +312,23 @@ def report(run: run_config.Run, jobs: list[Job], source: str, seeded: Seeded) ->
     return "\n".join(lines) + "\n"
 
 
-def seeded_line(seeded: Seeded) -> str:
-    if not seeded.cells:
-        return ("No cell's estimate came from an example tree (none measured on the site's "
-                "gpu_model: example-results/).")
-    return (f"Against the example trees: the {cells(seeded.cells)} estimated from a tree "
-            f"measured on the site's GPU ask for {seeded.asked_s / 3600:,.2f} GPU-h (their "
-            f"share of their packs) where their cells took {seeded.measured_s / 3600:,.2f} h "
-            f"there (scaled to this config's iterations): {seeded.ratio:.2f}x.")
+def expected_lines(classes: dict[tuple, Priced]) -> list[str]:
+    """Requested over expected use, in all and for each class above FLAG_RATIO."""
+    whole = total(classes)
+    if not whole.cells:
+        return []
+    lines = [f"Requested over expected use: the packs' cells ask for "
+             f"{whole.asked_s / 3600:,.2f} h of walltime where their estimates come to "
+             f"{whole.expected_s / 3600:,.2f} h: {whole.ratio:.2f}x."]
+    above = sorted(((k, p) for k, p in classes.items() if p.ratio > FLAG_RATIO),
+                   key=lambda item: -item[1].ratio)
+    if not above:
+        lines.append(f"No class of cells asks for more than {FLAG_RATIO:g}x its expected use.")
+    for key, one in above:
+        lines.append(f"Above {FLAG_RATIO:g}x: {' '.join(map(str, key))}: "
+                     f"{cells(one.cells)} ask {one.asked_s:,.0f} s for {one.expected_s:,.0f} s "
+                     f"expected ({one.ratio:.1f}x).")
+    return lines
 
 
 def wrap(text: str) -> list[str]:
@@ -324,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     source = " ".join(args.configfile) or "config/config.yaml"
     found = packs(run, Path.cwd())
     jobs = [pack_job(run, p) for p in found.packs] + peak_jobs(run)
-    print(report(run, jobs, source, example_seeded(run, found)), end="")
+    print(report(run, jobs, source, priced(run, found)), end="")
     return 0
 
 

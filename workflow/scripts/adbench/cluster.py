@@ -14,6 +14,7 @@ import functools
 import math
 import os
 import re
+import statistics
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -106,6 +107,73 @@ def job_cpus(cluster: dict, device: str, threads: int) -> int:
     return slurm_resources(cluster, device, threads).get("cpus_per_task", int(threads))
 
 
+# ------------------------------------------------------------------ no GPU request lost
+# How sbatch hears of a job's GPU: the plugin's `gpu` (--gpus), `gres` (--gres=gpu:...), or an
+# option in `slurm_extra` (a hyphenated type's --gpus-per-node). A key a profile's
+# set-resources (or --set-resources) gives a rule replaces the rules' own whole, so the docs'
+# `set-resources: measure: slurm_extra: --exclusive` would drop a --gpus-per-node.
+GPU_IN_EXTRA = re.compile(r"(?:^|\s)(--gpus(?:-per-(?:node|task|socket))?[=\s]\S+|"
+                          r"--gres[=\s]\S*gpu\S*)")
+GPU_RESOURCES = ("gpu", "gpu_model", "gres", "slurm_extra")
+# The rules whose jobs hold a GPU (workflow/rules/measure.smk, scaling.smk).
+GPU_RULES = ("measure", "matmul_peak_cuda")
+
+
+def gpu_options(resources: dict) -> list[str]:
+    """The GPU options the plugin puts on a job's sbatch line for these resources."""
+    found = []
+    try:
+        if int(resources.get("gpu") or 0) > 0:
+            model = resources.get("gpu_model")
+            found.append(f"--gpus={model}:{resources['gpu']}" if model else
+                         f"--gpus={resources['gpu']}")
+    except (TypeError, ValueError):
+        found.append(f"gpu={resources.get('gpu')!r}")  # the plugin refuses it, loudly
+    if "gpu" in str(resources.get("gres") or ""):
+        found.append(f"--gres={resources['gres']}")
+    found += GPU_IN_EXTRA.findall(str(resources.get("slurm_extra") or ""))
+    return [f.strip() for f in found]
+
+
+def plugin_refusals(extra: str) -> list[str]:
+    """The options of `extra` snakemake-executor-plugin-slurm refuses in slurm_extra (it
+    would fail each job at its submission); none where the plugin is not installed."""
+    try:
+        from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+    except ImportError:
+        return []
+    return [name for pattern, name in get_forbidden_slurm_options().items()
+            if re.search(pattern, extra)]
+
+
+def gpu_request_problems(cluster: dict, overrides: dict, cuda: bool) -> list[str]:
+    """Before submitting: a site's slurm_extra the plugin refuses or that asks every job for
+    a GPU, and set-resources that leave a CUDA job with no GPU option (run with `cuda`
+    where the run submits CUDA cells). `overrides`: {rule: {resource: value}}."""
+    problems = []
+    extra = str(cluster.get("slurm_extra") or "")
+    for name in plugin_refusals(extra):
+        problems.append(f"cluster.slurm_extra: {extra!r} sets the {name}, which "
+                        "snakemake-executor-plugin-slurm sets itself and refuses there "
+                        "(the site file's own keys say it: docs/cluster.md, \"Your site\")")
+    if GPU_IN_EXTRA.search(extra):
+        problems.append(f"cluster.slurm_extra: {extra!r} asks every job for a GPU, the CPU "
+                        "jobs too: name the GPU type in gpu_model (and gpu_request)")
+    if not cuda:
+        return problems
+    own = slurm_resources(cluster, "cuda")
+    for rule in GPU_RULES:
+        changed = {k: v for k, v in (overrides.get(rule) or {}).items() if k in GPU_RESOURCES}
+        if changed and not gpu_options({**own, **changed}):
+            keys = ", ".join(f"{rule}:{k}={v!r}" for k, v in changed.items())
+            problems.append(
+                f"set-resources {keys} (a profile or --set-resources) replaces the CUDA "
+                f"jobs' GPU request ({' '.join(gpu_options(own))}): they would reach sbatch "
+                "with no GPU option. Put sbatch options in the site file's slurm_extra "
+                f"({SITE_VARIABLE}), which every job keeps beside its GPU request")
+    return problems
+
+
 def gpu_partition_problems(cluster: dict, cells: Iterable[spec.Cell]) -> list[str]:
     """A run that submits CUDA cells needs the site's GPU partition: the cluster's default
     partition is usually a CPU one, which refuses (or never schedules) a GPU request."""
@@ -163,13 +231,27 @@ def overhead_steps(model: str) -> int:
     return int(info.arch["steps"]) if info.family in RECURRENT else 1
 
 
+# A task not listed above (a variant the spec adds) is priced by its derivative kind: as
+# `backward` for a loss or its gradients, as the costliest, `jacobian_vectorized`, for a
+# Jacobian. A kind missing here is refused: pricing it as a backward pass would be a guess.
+DERIVATIVE_OVERHEAD_TASK = {
+    "loss": "backward",
+    "gradients": "backward",
+    "trainable_gradients": "backward",
+    "sequence_gradients": "backward",
+    "jacobian": "jacobian_vectorized",
+}
+
+
 def task_overhead_s(task: str) -> tuple[float, float]:
-    """A task's TASK_OVERHEAD_S; a task not listed there (a variant the spec adds) is priced
-    as `backward`, or as the costliest, `jacobian_vectorized`, where it computes a Jacobian."""
+    """A task's TASK_OVERHEAD_S, else its derivative kind's (DERIVATIVE_OVERHEAD_TASK)."""
     if task in TASK_OVERHEAD_S:
         return TASK_OVERHEAD_S[task]
-    jacobian = spec.TASKS[task].derivative == "jacobian"
-    return TASK_OVERHEAD_S["jacobian_vectorized" if jacobian else "backward"]
+    kind = spec.TASKS[task].derivative
+    if kind not in DERIVATIVE_OVERHEAD_TASK:
+        raise ValueError(f"task {task!r}: derivative kind {kind!r} has no price in "
+                         "adbench/cluster.py (DERIVATIVE_OVERHEAD_TASK): add one")
+    return TASK_OVERHEAD_S[DERIVATIVE_OVERHEAD_TASK[kind]]
 
 
 def modelled_iteration_s(sizes: dict, model: str, task: str,
@@ -237,6 +319,8 @@ class Record:
     workload: dict
     peak_bytes: int | None  # the process's largest resident memory recorded
     gpu: str | None
+    first_s: float | None = None  # the first iteration (compilation, first launches)
+    machine_gflops: float | None = None  # its tree's measured matmul peak (scaling/)
 
     @classmethod
     def of(cls, info: dict) -> "Record":
@@ -248,6 +332,24 @@ class Record:
         return cls(spec.Cell(**info["cell"]), info.get("status", ""), wall,
                    (info.get("phases") or {}).get("timed_loop_s"), info.get("workload") or {},
                    max(peaks) if peaks else None, (info.get("gpu") or {}).get("name"))
+
+    def split(self) -> tuple[float, float] | None:
+        """(fixed, step): the wall time outside the timed loop plus its first iteration
+        (imports, preparation, compilation), and each further iteration's mean (without
+        the first iteration's time, the loop's mean for each): n iterations take fixed +
+        (n - 1) step. None: nothing to go by."""
+        if self.status not in TIMED_STATUSES or self.wall_s is None:
+            return None
+        try:
+            count = int(self.workload["warmup"]) + int(self.workload["iterations"])
+        except (KeyError, TypeError, ValueError):
+            count = 0
+        if not self.loop_s or count < 2:
+            return self.wall_s, 0.0
+        if self.first_s is None:
+            return self.wall_s - self.loop_s * (count - 1) / count, self.loop_s / count
+        return (self.wall_s - self.loop_s + self.first_s,
+                max(0.0, (self.loop_s - self.first_s) / (count - 1)))
 
     def scaled_s(self, sizes: dict) -> float | None:
         """This record's wall time for a cell of the data sizes and iterations `sizes`: the
@@ -274,13 +376,51 @@ def class_of(cell: spec.Cell) -> tuple:
     return (cell.device, cell.framework, cell.mode, cell.model, cell.task, cell.threads)
 
 
-def read_record(path: Path) -> Record | None:
+def read_record(path: Path, tree: Path | None = None) -> Record | None:
+    """A raw file's record, with its first iteration's time and, where `tree` measured one,
+    the matmul peak of the machine the cell ran on."""
     try:
         from adbench import schema
 
-        return Record.of(schema.read_provenance(str(path)))
+        record = Record.of(schema.read_provenance(str(path)))
     except Exception:  # noqa: BLE001  unreadable, or no pyarrow: no record
         return None
+    peak = tree_gflops(tree, record.cell) if tree is not None else None
+    return dataclasses.replace(record, first_s=first_step_s(path), machine_gflops=peak)
+
+
+def first_step_s(path: Path) -> float | None:
+    """The first iteration's step time in a raw file (its rows: iteration 0 first)."""
+    try:
+        import pyarrow.parquet as pq
+
+        steps = pq.read_table(path, columns=["iteration", "step_s"]).to_pydict()
+        first = steps["step_s"][steps["iteration"].index(0)]
+        return float(first) if first is not None else None
+    except Exception:  # noqa: BLE001  no rows (unsupported, failed), another layout
+        return None
+
+
+@functools.cache
+def peak_file(tree: Path, device: str) -> dict:
+    path = Path(tree) / "scaling" / ("peak_cuda.json" if device == "cuda" else "peak.json")
+    try:
+        import json
+
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def tree_gflops(tree: Path | None, cell: spec.Cell) -> float | None:
+    """The float32 matmul peak a tree measured where its cells ran (rule matmul_peak and
+    matmul_peak_cuda: scaling/peak*.json), for a cell's device and threads; None unmeasured."""
+    if tree is None:
+        return None
+    found = peak_file(Path(tree), cell.device)
+    rate = (found.get("cuda") if cell.device == "cuda"
+            else (found.get("threads") or {}).get(str(cell.threads))) or {}
+    return rate.get("gflops") or None
 
 
 def gpu_key(name: str | None) -> str | None:
@@ -295,8 +435,92 @@ def gpu_key(name: str | None) -> str | None:
 @functools.cache
 def example_records(trees: Path = EXAMPLE_TREES) -> tuple[Record, ...]:
     """Every record of the committed example trees (example-results/*/raw)."""
-    found = (read_record(p) for p in sorted(Path(trees).glob("*/raw/**/*.parquet")))
+    found = (read_record(p, p.parents[len(p.relative_to(trees).parts) - 2])
+             for p in sorted(Path(trees).glob("*/raw/**/*.parquet")))
     return tuple(r for r in found if r is not None)
+
+
+# ------------------------------------------------------------------ the calibrated model
+# Where no run measured a cell's class, the cost model's shape with its numbers fitted on
+# the cells measured on the same kind of device, in any tree: a cell's fixed part (start-up,
+# preparation, its first iteration's compilation) and its each further iteration, the cost
+# model's (modelled_iteration_s) times the ratio of measured to modelled, each the median of
+# the most alike measured cells': those of its framework and mode (and model, for the fixed
+# part; task, for the iterations), else of its framework and kind of mode (compiled or not),
+# then of its kind of mode (and whether a step is one call), then of any cell measured on
+# the device. The margin (cluster.walltime_margin) covers the spread around a median:
+# tests/test_walltime.py prices the H200's cells from the H100's alone.
+GROUPS = {
+    "fixed": (("framework", "mode", "model"), ("framework", "mode"), ("framework", "compiled"),
+              ("compiled", "whole_step"), ("compiled",), ()),
+    "step": (("framework", "mode", "task"), ("framework", "mode"), ("framework", "compiled"),
+             ("compiled", "whole_step"), ("compiled",), ()),
+}
+
+
+def median_of_modes(values: list[tuple[tuple, float]]) -> float:
+    """The median over (framework, mode) of each one's median: a mode measured on more
+    cells weighs no more than another."""
+    by_mode: dict[tuple, list[float]] = {}
+    for mode, value in values:
+        by_mode.setdefault(mode, []).append(value)
+    return statistics.median(statistics.median(v) for v in by_mode.values())
+
+
+def group_key(cell: spec.Cell, fields: tuple[str, ...]) -> tuple:
+    mode = spec.FRAMEWORKS[cell.framework].modes[cell.mode]
+    values = {**vars(cell), "compiled": mode.compiled, "whole_step": mode.whole_step}
+    return (cell.device, fields, *(values[f] for f in fields))
+
+
+class Calibration:
+    """The cost model fitted on measured records (Record.split)."""
+
+    def __init__(self, records: Iterable[Record]):
+        # each group's values (GROUPS), each with its (framework, mode)
+        self.values: dict[tuple, list[tuple[tuple, float]]] = {}
+        for record in records:
+            split = record.split()
+            if split is None or not record.loop_s:
+                continue
+            modelled = modelled_iteration_s(record.workload, record.cell.model,
+                                            record.cell.task)
+            mode = (record.cell.framework, record.cell.mode)
+            for part, value in (("fixed", split[0]), ("step", split[1] / modelled)):
+                for fields in GROUPS[part]:
+                    self.values.setdefault((part, *group_key(record.cell, fields)),
+                                           []).append((mode, value))
+
+    def fitted(self, part: str, cell: spec.Cell) -> float | None:
+        for fields in GROUPS[part]:
+            found = self.values.get((part, *group_key(cell, fields)))
+            if found:
+                return median_of_modes(found)
+        return None
+
+    def cell_s(self, workloads, cell: spec.Cell) -> float | None:
+        """A cell's seconds from the fitted numbers; None where its device has none."""
+        fixed, ratio = self.fitted("fixed", cell), self.fitted("step", cell)
+        if fixed is None or ratio is None:
+            return None
+        sizes = workloads.sizes(cell.model, cell.task)
+        steps = sizes["warmup"] + sizes["iterations"] - 1
+        return fixed + steps * ratio * modelled_iteration_s(sizes, cell.model, cell.task)
+
+
+def carried_s(record: Record, sizes: dict, target_gflops: float | None) -> float | None:
+    """A record's time for a cell of its class at the data sizes and iterations `sizes`, on
+    another machine: its iterations after the first scaled by the ratio of the two
+    machines' measured peaks where both are known, never faster than measured."""
+    split = record.split()
+    if split is None or any(int(record.workload.get(k, -1)) != sizes[k]
+                            for k in MEASURED_SIZE_KEYS):
+        return None
+    speed = 1.0
+    if record.machine_gflops and target_gflops:
+        speed = max(1.0, record.machine_gflops / target_gflops)
+    fixed, step = split
+    return fixed + step * speed * (sizes["warmup"] + sizes["iterations"] - 1)
 
 
 # ------------------------------------------------------------------ a cell's walltime
@@ -326,6 +550,8 @@ class Walltimes:
         self.margin = float(cluster.get("walltime_margin", 2))
         self.floor_min = int(cluster.get("walltime_floor_min", 5))
         self.gpu = gpu_key(cluster.get("gpu_model"))
+        # the most memory a job may ask for: the site's partitions' (MaxMemPerNode)
+        self.max_mem_mb = int(cluster.get("max_mem_mb") or 0) or None
         self.tree = Path(tree)
         self.examples = Path(examples)
 
@@ -388,13 +614,41 @@ class Walltimes:
         times = [s for s in (r.scaled_s(sizes) for r in records) if s is not None]
         return max(times) if times else None
 
+    @functools.cached_property
+    def other_index(self) -> dict[tuple, list[Record]]:
+        """The example trees' records measured on other machines, by class."""
+        by_class: dict[tuple, list[Record]] = {}
+        for record in example_records(self.examples):
+            if not (self.gpu and gpu_key(record.gpu) == self.gpu):
+                by_class.setdefault(class_of(record.cell), []).append(record)
+        return by_class
+
+    @functools.cache
+    def calibration(self, device: str) -> Calibration:
+        """The cost model fitted on every cell measured on `device`: this tree's raw files
+        and the example trees'."""
+        own = (read_record(p, self.tree)
+               for p in sorted((self.tree / "raw" / device).glob("**/*.parquet")))
+        return Calibration([r for r in (*own, *example_records(self.examples))
+                            if r is not None and r.cell.device == device])
+
+    def carried(self, records: Iterable[Record], sizes: dict, cell: spec.Cell) -> float | None:
+        target = tree_gflops(self.tree, cell)
+        times = [t for t in (carried_s(r, sizes, target) for r in records) if t is not None]
+        return max(times) if times else None
+
     def measured(self, cell: spec.Cell) -> tuple[float, str] | None:
-        """The largest wall time of the cell's class, and where it came from."""
+        """The largest wall time of the cell's class, and where it came from: this tree
+        (measured), an example tree of the site's GPU (example) or of another machine
+        (carried, Record.split and carried_s)."""
         sizes, key = self.workloads.sizes(cell.model, cell.task), class_of(cell)
-        for source, records in (("measured", self.tree_records(key)),
-                                ("measured", self.aggregated.get(key, ())),
-                                ("example", self.example_index.get(key, ()))):
+        for records in (self.tree_records(key), self.aggregated.get(key, ())):
             seconds = self.largest(records, sizes)
+            if seconds is not None:
+                return seconds, "measured"
+        for source, records in (("example", self.example_index.get(key, ())),
+                                ("carried", self.other_index.get(key, ()))):
+            seconds = self.carried(records, sizes, cell)
             if seconds is not None:
                 return seconds, source
         return None
@@ -406,8 +660,12 @@ class Walltimes:
         if self.own_status(cell) == "budget":
             return Walltime(cap, self.workloads.budget_s(cell.model, cell.task), "budget")
         found = self.measured(cell)
+        calibrated = None if found else self.calibration(cell.device).cell_s(self.workloads,
+                                                                             cell)
         if found is not None:
             seconds, source = STEP_START_S + found[0], found[1]
+        elif calibrated is not None:
+            seconds, source = STEP_START_S + calibrated, "calibrated"
         else:
             seconds, source = modelled_cell_s(self.workloads, cell), "model"
         alone = self.job_minutes([self.asked_s_of(seconds, source, cap)])
@@ -445,19 +703,43 @@ class Walltimes:
                                           if class_of(r.cell) == key)]
         peaks = [r.peak_bytes for r in own if r.peak_bytes]
         if not peaks:
-            peaks = [r.peak_bytes for r in example_records(self.examples) if r.peak_bytes
+            peaks = [r.peak_bytes for r in (*self.framework_records(cell.framework,
+                                                                   cell.device),
+                                            *example_records(self.examples))
+                     if r.peak_bytes
                      and (r.cell.framework, r.cell.device) == (cell.framework, cell.device)]
         return max(peaks) if peaks else None
 
+    @functools.cache
+    def framework_records(self, framework: str, device: str) -> tuple[Record, ...]:
+        """Every record of the tree's raw files of a framework on a device."""
+        found = (read_record(p) for p in
+                 sorted((self.tree / "raw" / device / framework).glob("**/*.parquet")))
+        return tuple(r for r in found if r is not None)
+
+    def killed(self, cell: spec.Cell) -> bool:
+        """Whether the cell's last run was killed before writing its files (its killed log,
+        newer than any raw file: the out-of-memory killer, most often)."""
+        log = self.tree / "killed" / f"{spec.CELL_PATH.format_map(vars(cell))}.log"
+        raw = self.tree / cell.raw_path
+        if not log.exists():
+            return False
+        return not raw.exists() or log.stat().st_mtime >= raw.stat().st_mtime
+
     def mem_mb(self, cell: spec.Cell) -> int:
-        """A cell's memory request: the config's (workload.mem_mb), raised for a CUDA cell to
-        MEMORY_MARGIN times its measured peak (JAX's CUDA cells hold 4.0-4.2 GiB resident,
-        above the default 4000 MB)."""
-        configured = self.workloads.mem_mb(cell.model, cell.task)
-        peak = self.peak_bytes(cell) if cell.device == "cuda" else None
-        if not peak:
-            return configured
-        return max(configured, math.ceil(peak * MEMORY_MARGIN / 2**20))
+        """A cell's memory request: MEMORY_MARGIN times the largest resident memory measured
+        for its class, else its framework on its device (peak_bytes), at least
+        MEMORY_FLOOR_MB; the config's (workload.mem_mb) where nothing was measured. A cell
+        killed before writing its files asks for MEMORY_RETRY_FACTOR times that. Never
+        above the site's cluster.max_mem_mb where it states one."""
+        peak = self.peak_bytes(cell)
+        if peak:
+            asked = max(MEMORY_FLOOR_MB, math.ceil(peak * MEMORY_MARGIN / 2**20))
+        else:
+            asked = self.workloads.mem_mb(cell.model, cell.task)
+        if self.killed(cell):
+            asked = math.ceil(asked * MEMORY_RETRY_FACTOR)
+        return min(asked, self.max_mem_mb) if self.max_mem_mb else asked
 
     # -------------------------------------------------------------- references
     def reference(self, model: str, derivative: str) -> Walltime:
@@ -471,7 +753,11 @@ class Walltimes:
         return self.reference(wildcards.model, wildcards.derivative).minutes * attempt
 
 
+# A request is the measured peak times this (JAX's CUDA cells hold 4.0-4.2 GiB resident,
+# PyTorch's 0.9-1.1 GiB), at least the floor (an interpreter and a framework's import).
 MEMORY_MARGIN = 1.5
+MEMORY_FLOOR_MB = 1000
+MEMORY_RETRY_FACTOR = 2.0
 
 
 def cell_of(wildcards) -> spec.Cell:
@@ -556,6 +842,39 @@ class Packs:
         """A cell's runtime: its share of its pack's, or a job's of its own outside a pack."""
         found = self.by_cell.get(cell)
         return found[1] if found else self.walltimes.of(cell).minutes
+
+
+# ------------------------------------------------------------------ retries
+# Snakemake resubmits a failed job whole, and a remote job re-runs every job it targets
+# (Snakemake passes it --force): a pack retried by `retries` would re-time the cells it had
+# finished, at `attempt` times the walltime and memory. A run of the same command again is
+# the retry: it packs only the cells without a complete raw file (pending_cell), the one cut
+# off at its budget (Walltimes.of), one killed at more memory (Walltimes.mem_mb), each job
+# within the site's limits (limit_problems).
+def retry_problems(retries: int) -> list[str]:
+    if not retries:
+        return []
+    return [f"retries: {retries} (your profile or --retries): SLURM would run a failed pack "
+            "again whole, re-timing the cells it finished, at twice its walltime and memory. "
+            "Leave it 0 and run the same command again, which submits only the cells "
+            "without a complete raw file (docs/cluster.md, \"A retry\")"]
+
+
+def limit_problems(walltimes: "Walltimes", cells: Iterable[spec.Cell],
+                   pack_minutes: int) -> list[str]:
+    """Cells whose budget would make a job ask for more than cluster.pack_minutes, the
+    site's stated limit (below its partitions' MaxTime): such a cell, cut off by SLURM
+    rather than by its budget, would be submitted again at its budget, forever."""
+    found = {}
+    for cell in cells:
+        asked = walltimes.job_minutes([walltimes.workloads.runtime_min(cell.model, cell.task)
+                                       * 60.0])
+        if asked > pack_minutes:
+            found.setdefault((cell.model, cell.task), asked)
+    return [f"workload.budget_s of {model} {task}: a cell cut off at its budget asks for "
+            f"{asked} min, above cluster.pack_minutes ({pack_minutes}: your partitions' "
+            "limit). Lower the budget or raise pack_minutes"
+            for (model, task), asked in found.items()]
 
 
 def pack_span(name: str, cells: list[spec.Cell]) -> list[spec.Cell]:
