@@ -42,7 +42,7 @@ def test_ratios_and_intervals_one_rule_plain_and_latex():
     assert fmt.ratio(1.234) == "1.23"
     assert fmt.ratio(0.25) == "0.250" and fmt.ratio(709.4) == "709"
     assert fmt.ratio(1.234, 1.1, 1.35) == "1.23 [1.10, 1.35]"
-    assert fmt.ratio(1.234, 1.1, 1.35, tex=True) == r"1.23\,{\tiny[1.10, 1.35]}"
+    assert fmt.ratio(1.234, 1.1, 1.35, tex=True) == r"1.23\,{\scriptsize[1.10, 1.35]}"
     assert fmt.ratio(1.234, NAN, 1.35) == "1.23"  # half an interval is none
     assert fmt.ratio(NAN, 1.1, 1.35) == "n/a"
     row = pd.Series({"task_ratio": 0.5, "task_ratio_low": 0.45, "task_ratio_high": 0.55})

@@ -19,6 +19,9 @@ import unicodedata
 NA = "n/a"
 NOTHING = "–"  # a published cell the study left empty
 PLUS_MINUS = "±"
+# The type of an annotation inside a table cell (an interval, an sd, n): \scriptsize, 7 pt in
+# the paper's 10 pt class, the smallest a printed page reads (\tiny's 5 pt does not).
+ANNOTATION = r"\scriptsize"
 
 # Seconds -> a unit the study printed its tables in (spec.TableInfo.unit), and its name.
 UNIT_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "1e-5 s": 1e5}
@@ -77,7 +80,7 @@ def pm_stacked(mean, sd, mark: str = "") -> str:
         return pm(mean, sd, tex=True) + mark
     places = decimals(mean)
     return (f"\\begin{{tabular}}[t]{{@{{}}c@{{}}}}{number(mean, places)}{mark}\\\\"
-            f"{{\\tiny$\\pm$\\,{number(sd, places)}}}\\end{{tabular}}")
+            f"{{{ANNOTATION}$\\pm$\\,{number(sd, places)}}}\\end{{tabular}}")
 
 
 def verbatim_pm(mean, sd, tex: bool = False) -> str:
@@ -92,13 +95,13 @@ def verbatim_pm(mean, sd, tex: bool = False) -> str:
 
 def ratio(value, low=math.nan, high=math.nan, tex: bool = False) -> str:
     """'1.23', or '1.23 [1.10, 1.35]' with its interval; in LaTeX the interval is set small,
-    '1.23\\,{\\tiny[1.10, 1.35]}', to keep table columns narrow."""
+    '1.23\\,{\\scriptsize[1.10, 1.35]}' (ANNOTATION), to keep table columns narrow."""
     if missing(value):
         return NA
     if missing(low) or missing(high):
         return number(value)
     ends = f"[{number(low)}, {number(high)}]"
-    return f"{number(value)}\\,{{\\tiny{ends}}}" if tex else f"{number(value)} {ends}"
+    return f"{number(value)}\\,{{{ANNOTATION}{ends}}}" if tex else f"{number(value)} {ends}"
 
 
 def ratio_of(row, name: str, tex: bool = False) -> str:
@@ -182,7 +185,7 @@ def difference_us(value, low=math.nan, high=math.nan, tex: bool = False) -> str:
     if missing(low) or missing(high):
         return signed(value)
     ends = f"[{signed(low)}, {signed(high)}]"
-    return f"{signed(value)}\\,{{\\tiny{ends}}}" if tex else f"{signed(value)} {ends}"
+    return f"{signed(value)}\\,{{{ANNOTATION}{ends}}}" if tex else f"{signed(value)} {ends}"
 
 
 def block(device, threads, machine: str | None = None) -> str:

@@ -142,7 +142,7 @@ def ratio_text(r: dict, name: str, beside: tuple = (None, None)) -> str:
     n = r.get(f"{name}_n")
     if text == fmt.NA or fmt.missing(n):
         return text
-    return f"{text}\\,{{\\tiny n={int(n)}}}" + paired_operands(r, name, beside)
+    return f"{text}\\,{{{fmt.ANNOTATION} n={int(n)}}}" + paired_operands(r, name, beside)
 
 
 def paired_operands(r: dict, name: str, beside: tuple) -> str:
@@ -158,7 +158,7 @@ def paired_operands(r: dict, name: str, beside: tuple) -> str:
                   for printed, o in zip(beside, operands))
     if not differs:
         return ""
-    return f"\\,{{\\tiny(={fmt.number(operands[0])}/{fmt.number(operands[1])})}}"
+    return f"\\,{{{fmt.ANNOTATION}(={fmt.number(operands[0])}/{fmt.number(operands[1])})}}"
 
 
 def speedup_text(r: dict, pair, task: str, name: str, table: TableInfo | None = None) -> str:
@@ -392,14 +392,14 @@ def study_line(pub: pd.DataFrame, view: View) -> list:
 # A table keeps \small type; too wide for the portrait text (TEXT_PT, in \small type's
 # points, its columns' gaps included) it goes on a landscape page (pdflscape), never smaller.
 # Its width is estimated from what it prints: a character of \small type about SMALL_CHAR_PT
-# wide (a digit is half an em), \tiny type TINY_SHARE of it.
+# wide (a digit is half an em), an annotation's type (formatting.ANNOTATION) TINY_SHARE of it.
 TEXT_PT = 487.0
 LANDSCAPE_PT = 667.0
 SMALL_CHAR_PT = 4.6
-TINY_SHARE = 0.62
+TINY_SHARE = 0.78  # \scriptsize (7 pt) of \small (9 pt)
 COLUMN_GAP_PT = 8.0  # the column separation, 4pt on each side
 STACK, STACK_END = r"\begin{tabular}[t]{@{}c@{}}", r"\end{tabular}"  # fmt.pm_stacked's
-_TINY = re.compile(r"\{\\tiny\s*([^{}]*)\}")
+_TINY = re.compile(r"\{" + re.escape(fmt.ANNOTATION) + r"\s*([^{}]*)\}")
 _MARK = re.compile(r"\$\^\{[^$]*\}\$")
 _SPAN = re.compile(r"\\multicolumn\{(\d+)\}\{[^}]*\}\{(.*)\}$")
 _COMMAND = re.compile(r"\\[A-Za-z]+\*?|[{}$]")

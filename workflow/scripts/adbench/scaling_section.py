@@ -119,6 +119,16 @@ def peak_rows(peak: dict) -> list[dict]:
             for where, rate in rates]
 
 
+def verdict_text(r) -> str:
+    """A ratio's verdict with the processes it rests on ('within; 2 processes'): a ratio of
+    two processes and one of twenty read alike otherwise."""
+    short = VERDICT_SHORT.get(r.cheap_gradient, r.cheap_gradient)
+    n = getattr(r, "n_processes", None)
+    if r.cheap_gradient in (ONE_PROCESS, NOT_MEASURED) or fmt.missing(n):
+        return short
+    return f"{short}; {fmt.counted(int(n), 'process', 'processes')}"
+
+
 def context_row(r) -> dict:
     return {
         "mode": fmt.latex(column_label(r.framework, r.mode)),
@@ -127,7 +137,7 @@ def context_row(r) -> dict:
         "batch": int(r.batch_size),
         "ratio": fmt.ratio(r.cheap_gradient_ratio, r.cheap_gradient_ratio_low,
                            r.cheap_gradient_ratio_high, tex=True),
-        "verdict": fmt.latex(VERDICT_SHORT.get(r.cheap_gradient, r.cheap_gradient)),
+        "verdict": fmt.latex(verdict_text(r)),
         "gflops": fmt.number(r.gflops),
         "share": fmt.percent(r.fraction_of_peak, None, tex=True),
     }
