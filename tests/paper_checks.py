@@ -342,6 +342,63 @@ def dry_run(command: str, timeout: int = 600) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
+# ----------------------------------------------------------------------------- what LaTeX set
+def _uncommented(tex: str) -> str:
+    return re.sub(r"(?m)(?<!\\)%.*$", "", tex)
+
+
+def _around(text: str, at: int, span: int = 30) -> str:
+    return " ".join(text[max(0, at - span):at + span].split())
+
+
+def _ends_a_question(text: str, at: int) -> bool:
+    """Whether the '?' at `at` closes a question: after a word (or its closing bracket or
+    quote), before a space, the end, or closing punctuation."""
+    before = text[at - 1] if at else " "
+    after = text[at + 1] if at + 1 < len(text) else " "
+    return (before.isalpha() or before in ")'’\"”") and (after.isspace() or after in ")'’\"”,;")
+
+
+def unset_characters(paper: Paper) -> list[str]:
+    """Characters LaTeX did not set as meant, in the PDF's text: a '?' that ends no question
+    (a glyph formatting.latex folded to '?', an undefined reference's '??'), more '?' than the
+    .tex writes (LaTeX's own), and a literal '^' (an exponent written as text, not math)."""
+    text = paper.text
+    found = [f"'?' that ends no question: ...{_around(text, m.start())}..."
+             for m in re.finditer(r"\?", text) if not _ends_a_question(text, m.start())]
+    printed, written = text.count("?"), _uncommented(paper.tex).count("?")
+    if printed > written:
+        found.append(f"{printed - written} '?' in the PDF that the .tex does not write")
+    found += [f"literal '^': ...{_around(text, m.start())}..." for m in re.finditer(r"\^", text)]
+    return found
+
+
+ANNOTATION_SIZES = ("\\tiny",)  # under 7 pt in the paper's 10 pt class (formatting.ANNOTATION)
+
+
+def small_type(tex: str) -> list[str]:
+    """Type under 7 pt in the .tex: an annotation a printed page does not read."""
+    return [f"{size} ...{_around(tex, m.start())}..." for size in ANNOTATION_SIZES
+            for m in re.finditer(re.escape(size) + r"(?![A-Za-z])", _uncommented(tex))]
+
+
+REPEATED_WORDS = 15  # a paragraph this long written twice is a template's, not the author's
+
+
+def repeated_paragraphs(tex: str) -> list[str]:
+    """A paragraph of the prose (tables and figures left out, before the last appendix) of
+    REPEATED_WORDS or more written twice or more, verbatim: a template's paragraph repeated
+    per item, which reads as a printing fault wherever two fall on one page."""
+    body = tex.split(r"\begin{document}")[-1].split(rf"\section{{{LAST_APPENDIX}}}")[0]
+    body = _uncommented(_FLOATS.sub("\n\n", body))
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n|\\par\b", body)]
+    counts: dict[str, int] = {}
+    for p in paragraphs:
+        if len(p.split()) >= REPEATED_WORDS:
+            counts[p] = counts.get(p, 0) + 1
+    return [f"{n}x: {p[:100]}..." for p, n in counts.items() if n > 1]
+
+
 # ----------------------------------------------------------------------------- every check
 def all_checks(paper: Paper) -> dict[str, list]:
     """Every check of a compiled paper, by name: what it found wrong (the commands' dry
@@ -356,6 +413,9 @@ def all_checks(paper: Paper) -> dict[str, list]:
         "floats never referred to": unreferred_floats(paper.tex),
         "structure in a comment": commented_out(paper.tex),
         "headings not printed": headings_not_printed(paper),
+        "characters not set": unset_characters(paper),
+        "type under 7 pt": small_type(paper.tex),
+        "paragraphs repeated": repeated_paragraphs(paper.tex),
     }
 
 
