@@ -7,6 +7,7 @@ adbench/config.py on fabricated site files; tests/test_slurm.py submits them for
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 from pathlib import Path
 
@@ -152,3 +153,86 @@ def test_a_restarted_controller_names_the_jobs_still_running_in_its_tree(tmp_pat
     (problem,) = cluster.running_jobs_problems(here, "tree", run)
     assert "101" not in problem.split(":")[0]
     assert cluster.running_jobs_problems(here, "tree", squeue_says([])) == []
+
+
+# ------------------------------------------------------------------ no GPU request lost
+class Resources(dict):
+    """A job's resources as the plugin reads them: .get and attribute access."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def sbatch_line(resources: dict) -> str:
+    """The sbatch call snakemake-executor-plugin-slurm builds for a job with `resources`
+    (its own functions, as its executor calls them), after its check of slurm_extra."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+    from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
+
+    job = SimpleNamespace(resources=Resources(resources), threads=1)
+    validate_slurm_extra(job)
+    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": "rule_measure",
+              "account": "-A proj42", "partition": "-p gpu", "workdir": "."}
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+# (a count of 0, --gpus=h100:0, asks for none)
+GPU_ON_SBATCH = re.compile(r"--gpus=\S+|--gres=gpu\S*|--gpus-per-node=\S+")
+# Every way a site asks for a GPU, with every sbatch extra of the docs' recipes, given in
+# the site file or replacing the timing rule's own through set-resources (a profile's, or
+# --set-resources).
+STYLES = ["gpus", "gres"]
+TYPES = [None, "h100", "a100_3g.20gb", "nvidia_h100-80gb-hbm3"]
+EXTRAS = [None, "--exclusive", "--nice=7 --exclusive"]
+OVERRIDES = [{}, {"slurm_extra": "--exclusive"}, {"slurm_extra": "--exclusive --nice=7"},
+             {"gpu": 0}, {"gres": "tmpdisk:10"}]
+
+
+@pytest.mark.parametrize("override", OVERRIDES, ids=str)
+@pytest.mark.parametrize("extra", EXTRAS)
+@pytest.mark.parametrize("model", TYPES)
+@pytest.mark.parametrize("style", STYLES)
+def test_a_cuda_job_reaches_sbatch_with_its_gpu_or_is_refused_naming_the_key(
+        style, model, extra, override):
+    site = {"gpu_partition": "gpu", "gpu_request": style,
+            **({"gpu_model": model} if model else {}),
+            **({"slurm_extra": extra} if extra else {})}
+    problems = cluster.gpu_request_problems(site, {"measure": override}, cuda=True)
+    resources = {**cluster.slurm_resources(site, "cuda"), "runtime": 10, "mem_mb": 1000,
+                 **override}
+    line = sbatch_line(resources)
+    gpu = [g for g in GPU_ON_SBATCH.findall(line) if not re.search(r"[:=]0$", g)]
+    if problems:  # refused before submission, and only where the GPU was lost
+        (problem,) = problems
+        assert not gpu and problem.startswith("set-resources measure:"), (problem, line)
+        assert any(f"measure:{key}=" in problem for key in override)
+    else:
+        assert len(gpu) == 1, line  # one GPU request, never two
+        assert (model or "gpu") in gpu[0]
+    if extra and "slurm_extra" not in override:  # the site's extras reach every job
+        assert extra in line
+
+
+def test_the_hyphenated_type_with_the_sites_exclusive_reaches_sbatch():
+    site = {"gpu_partition": "gpu-h100", "gpu_model": "nvidia_h100-80gb-hbm3",
+            "slurm_extra": "--exclusive"}
+    line = sbatch_line({**cluster.slurm_resources(site, "cuda"), "runtime": 10})
+    assert "--exclusive --gpus-per-node=nvidia_h100-80gb-hbm3:1" in line
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("--gres=gpu:1", "asks every job for a GPU"),
+    ("--gpus-per-node=2", "asks every job for a GPU"),
+    ("-p other", "sets the partition"),
+    ("--time=10", "runtime"),
+])
+def test_a_sites_slurm_extra_the_plugin_refuses_is_named_before_any_job(extra, named):
+    problems = cluster.gpu_request_problems({"slurm_extra": extra}, {}, cuda=False)
+    assert problems and all(p.startswith("cluster.slurm_extra") for p in problems)
+    assert any(named in p for p in problems), problems

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -177,6 +178,42 @@ def slurm_preflight():
     )
     if problems:
         raise WorkflowError("\n  ".join(["adbench: not submitting:", *problems]))
+    # SIGTERM (scancel of a controller's job, its time limit, kill) as Ctrl-C: Snakemake's
+    # own handler only stops submitting and waits for the running jobs; KeyboardInterrupt
+    # makes it cancel every job it submitted (scancel). Set here, after its scheduler set its
+    # handler and before it submits (docs/cluster.md, "The controller").
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+def resource_overrides():
+    """Each rule's --set-resources (a profile's set-resources), as plain values: a value
+    Snakemake evaluates per job (an expression) as written."""
+    found = {}
+    for rule, mapping in workflow.resource_settings.overwrite_resources.items():
+        found[rule] = {
+            name: (value.raw if value.is_evaluable() else value.value)
+            if hasattr(value, "is_evaluable") else value
+            for name, value in mapping.items()
+        }
+    return found
+
+
+# Before anything is submitted, dry runs included, naming the key at fault: a CUDA job's GPU
+# reaches sbatch, no Snakemake retry re-times a pack's finished cells, and no job asks for
+# more than the site's pack_minutes (adbench/cluster.py).
+if submitting():
+    _problems = run_config.cluster_settings.gpu_request_problems(
+        CLUSTER, resource_overrides(), any(c.device == "cuda" for c in CELLS)
+    )
+    # (a dry run has no execution settings: a real run's retries are checked)
+    _problems += run_config.cluster_settings.retry_problems(
+        getattr(workflow.execution_settings, "retries", 0)
+    )
+    _problems += run_config.cluster_settings.limit_problems(
+        RUN.walltimes, packs().pending, CLUSTER["pack_minutes"]
+    )
+    if _problems:
+        raise WorkflowError("\n  ".join(["adbench: not submitting:", *_problems]))
 
 
 wildcard_constraints:

@@ -29,6 +29,8 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from adbench import cluster  # noqa: E402
@@ -178,6 +180,35 @@ def profile_config_entries(profile: str | None) -> list[str]:
         raise SystemExit(f"--profile {profile}: no such profile (a folder with config.yaml)")
     with open(found[1]) as stream:
         return list(ProfileConfigFileParser().parse(stream).get("config", []))
+
+
+def profile_overrides(profile: str | None) -> dict[str, dict]:
+    """A profile's set-resources as {rule: {resource: value}}, values as Snakemake reads
+    them (a quoted string unquoted)."""
+    if not profile:
+        return {}
+    import ast
+
+    from snakemake.cli import get_profile_dir
+
+    found = get_profile_dir(str(profile))
+    settings = yaml.safe_load(Path(found[1]).read_text()) if found else {}
+    given = (settings or {}).get("set-resources") or {}
+    if isinstance(given, list):  # RULE:RESOURCE=VALUE strings
+        pairs = [entry.split(":", 1) for entry in given]
+        given = {}
+        for rule, assignment in pairs:
+            name, value = assignment.split("=", 1)
+            given.setdefault(rule, {})[name] = value
+
+    def plain(value):
+        try:
+            return ast.literal_eval(value) if isinstance(value, str) else value
+        except (ValueError, SyntaxError):
+            return value
+
+    return {rule: {k: plain(v) for k, v in (mapping or {}).items()}
+            for rule, mapping in given.items()}
 
 
 def load_run(configfiles: list[str], profile: str | None = None,
@@ -348,8 +379,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         run = load_run(args.configfile, args.profile, args.config, site=args.site)
-        run_config.stop_on(run_config.gpu_partition_problems(
-            run.config["cluster"], pending_cells(run, Path.cwd())))
+        pending = pending_cells(run, Path.cwd())
+        settings = run.config["cluster"]
+        run_config.stop_on(run_config.gpu_partition_problems(settings, pending))
+        run_config.stop_on(cluster.gpu_request_problems(
+            settings, profile_overrides(args.profile), any(c.device == "cuda" for c in pending)))
+        run_config.stop_on(cluster.limit_problems(run.walltimes, pending,
+                                                  settings["pack_minutes"]))
     except (run_config.ConfigError, WorkflowError) as error:  # WorkflowError: the schema's
         print(error, file=sys.stderr)
         return 2

@@ -165,7 +165,7 @@ def gpu_request_problems(cluster: dict, overrides: dict, cuda: bool) -> list[str
     for rule in GPU_RULES:
         changed = {k: v for k, v in (overrides.get(rule) or {}).items() if k in GPU_RESOURCES}
         if changed and not gpu_options({**own, **changed}):
-            keys = ", ".join(f"{rule}:{k}={v!r}" for k, v in changed.items())
+            keys = ", ".join(f"{rule}:{k}={v}" for k, v in changed.items())
             problems.append(
                 f"set-resources {keys} (a profile or --set-resources) replaces the CUDA "
                 f"jobs' GPU request ({' '.join(gpu_options(own))}): they would reach sbatch "
