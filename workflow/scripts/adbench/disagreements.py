@@ -243,7 +243,8 @@ def by_flop_rate(pair, run: Run) -> Outcome | None:
     ours_peak = peak_of(run.peak or {}, "cpu", threads)
     if not per_thread > 0 or not ours_peak > 0:
         at = "one thread" + (f" and at {fmt.threads_text(threads)}" if threads > 1 else "")
-        return needs("flop_rate", f"this machine's matmul peak at {at} (scaling/peak.json)")
+        return needs("flop_rate", f"this machine's measured matmul peak at {at}, given to "
+                                  "the section")
     seconds = pair["study"] / fmt.unit_scale(pair["table"].unit)
     rate = counted / seconds / 1e9
     cores = rate / per_thread
@@ -300,7 +301,7 @@ def compiled_backward(pair, run: Run) -> tuple[float, str] | Outcome:
     label = column_label(r["framework"], r["mode"])
     if not forward > 0:
         return needs("backward", f"{label}'s forward cells of the model (task forward), their "
-                                 "estimates (conditions.parquet) given to the section",
+                                 "mean steps given to the section",
                      model_label(r["model"]))
     if not step > forward:
         return needs("backward", f"a {label} step longer than its forward",
@@ -350,7 +351,7 @@ def by_first_steps(pair, run: Run) -> Outcome | None:
         return None
     n = number(run.study.get("n_batches"))
     if not n > 1:
-        return needs("first_steps", "the study's batches per trial (claims.json n_batches)")
+        return needs("first_steps", "the study's batches per trial")
     r = pair["ours"]
     first = first_iteration(run, r, pair["table"].unit)
     if not first > 0:
