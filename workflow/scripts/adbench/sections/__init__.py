@@ -30,6 +30,7 @@ class Figure:
     paper_option: str | None = None
     context_key: str | None = None
     caption_tex: str | None = None  # the paper's caption, a template under report/
+    paper_requires: bool = False  # render_paper cannot run without it
     needs: tuple[str, ...] = ()  # the figures script's inputs beyond --iterations
 
     @property

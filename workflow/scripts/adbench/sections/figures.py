@@ -32,7 +32,7 @@ def _hypothesis0(table) -> bool:
 FIGURES = (
     Figure("first_iterations", "adbench.sections.figure_first_iterations",
            "the study's Figure 3: the first iterations", paper_option="figure",
-           context_key="first_figure"),
+           context_key="first_figure", paper_requires=True),
     Figure("mlp_backward", "adbench.sections.figure_mlp_backward",
            "the study's MLP backward tables (its Tables 1-2)", draws=_study_backward,
            caption_tex="figures/mlp_backward.tex.j2", needs=("summary", "cells")),
