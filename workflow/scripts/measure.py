@@ -194,9 +194,9 @@ def measure(args: argparse.Namespace) -> int:
         if timed.stop_reason in (None, "timeout"):
             raise TimeBudgetSpent(
                 f"time budget of {args.budget_s:g} s (workload.budget_s) spent after "
-                f"{len(rows)} iterations (warm-up included) of at most "
-                f"{workload.warmup + workload.iterations}; the iterations done are in the "
-                "raw file")
+                f"{len(rows)} of {workload.warmup + workload.iterations} iterations (warm-up "
+                "included; the most, under a precision stop); the iterations done are in "
+                "the raw file")
 
         # After the timed loop, so the first timed iterations really are the first calls.
         t = time.perf_counter()
