@@ -66,6 +66,7 @@ def test_busy_is_more_than_the_share_and_more_than_a_readings_resolution():
     assert rule.busy({**quiet, "steal_cores": 0.5}) is True  # the host took it
     # A 30 ms window cannot tell 0.5 core from none: a tick each of two CPUs is 0.67.
     assert rule.busy({**quiet, "other_cores": 0.5, "resolution_cores": 0.67}) is False
+    assert machine_load.BusyRule(None, 0).busy({**quiet, "other_cores": 5.0}) is None
 
 
 # ------------------------------------------------------------------ a real busy process

@@ -70,11 +70,31 @@ def test_torch_eager_cell_writes_rows_and_provenance(repo, tmp_path):
     assert info["threads_reported"] == {"intra_op": THREADS, "inter_op": THREADS}
     assert info["choices"]
     assert info["started_at"] <= info["ended_at"]
+    # A fixed count (the spec's default), its precision and the machine's load recorded;
+    # no busy_share: the load is read, not judged.
+    assert (info["stop_reason"], info["busy"], info["busy_retimed"]) == ("fixed", None, 0)
+    assert info["precision_reached"] is None  # 5 iterations give no 95 % interval
+    assert len(info["measured_attempts"]) == 1 and info["load_window_s"] > 0
 
     with np.load(grads) as data:
         assert str(data["status"]) == "ok" and np.isfinite(data["loss"])
         shapes = [data[f"g{i}"].shape for i in range(4)]
     assert shapes == [(784, 512), (512,), (512, 10), (10,)]
+
+
+def test_a_precision_stop_ends_the_measured_phase_and_says_why(repo, tmp_path):
+    # A loose precision, reached at once; a busy share no machine reaches (a core per CPU).
+    result, cell, out, _ = measure(repo, tmp_path, iterations=400, stop="precision",
+                                   min_iterations=6, precision=0.9, measure_s=60,
+                                   busy_share=float(os.cpu_count()), busy_retimes=1)
+    assert result.returncode == 0, result.stderr
+    info = schema.read_provenance(str(out))
+    measured = pq.read_table(out).to_pandas().query("phase == 'measured'")
+    assert (info["status"], info["stop_reason"]) == ("ok", "precision")
+    assert 6 <= len(measured) < 400 and info["precision_reached"] <= 0.9
+    assert info["busy"] is False and info["busy_retimed"] == 0
+    if os.path.exists("/proc/stat"):
+        assert info["load_other_cores"] is not None and info["load_loadavg_1m"] is not None
 
 
 def test_cuda_cell_without_gpu_is_recorded_failed_and_retimed(repo, tmp_path):

@@ -59,11 +59,12 @@ def loop_deadline(budget_s: float | None) -> float | None:
     return time.perf_counter() + budget_s - reserve - (time.time() - started)
 
 
-def busy_rule(workload: spec.Workload) -> machine_load.BusyRule | None:
-    """The workload's busy rule (None: the machine's load is still read, never judged)."""
-    share = workload.busy_share
-    return machine_load.BusyRule(float("inf") if share is None else share,
-                                 workload.busy_retimes if share is not None else 0)
+def busy_rule(workload: spec.Workload) -> machine_load.BusyRule:
+    """The workload's busy rule: the machine's load is read around every measured phase,
+    and judged where the workload states a busy_share."""
+    judged = workload.busy_share is not None
+    return machine_load.BusyRule(workload.busy_share,
+                                 workload.busy_retimes if judged else 0)
 
 
 def check_threads(reported: dict, wanted: int) -> None:

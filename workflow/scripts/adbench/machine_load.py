@@ -129,9 +129,10 @@ class BusyRule:
     """A measured window is busy when other processes took more than `max_other_cores` of
     a core on the cell's CPUs, or the host took as much (steal), by more than a reading's
     resolution (a tick per CPU: a short window cannot tell 0.1 core from none); a busy
-    window is measured again, at most `retimes` times (adbench.timing.time_cell)."""
+    window is measured again, at most `retimes` times (adbench.timing.time_cell).
+    max_other_cores None: every window is read, none judged."""
 
-    max_other_cores: float
+    max_other_cores: float | None
     retimes: int
     cpus: tuple[int, ...] | None = None  # None: the process's affinity at each window
     paths: dict = dataclasses.field(default_factory=dict)
@@ -140,8 +141,8 @@ class BusyRule:
         return Window.start(self.cpus, **self.paths)
 
     def busy(self, reading: dict) -> bool | None:
-        """None where the counters could not be read (not judged)."""
-        if reading.get("other_cores") is None:
+        """None where nothing is judged, or the counters could not be read."""
+        if self.max_other_cores is None or reading.get("other_cores") is None:
             return None
         taken = max(reading["other_cores"], reading["steal_cores"] or 0.0)
         return taken > max(self.max_other_cores, reading["resolution_cores"])
@@ -149,4 +150,4 @@ class BusyRule:
     def describe(self, reading: dict) -> str:
         return (f"other processes took {reading['other_cores']:.2f} core(s) and steal "
                 f"{reading['steal_cores']:.2f} of {reading['cpus']} CPU(s) over "
-                f"{reading['window_s']:.2f} s (more than {self.max_other_cores:g} is busy)")
+                f"{reading['window_s']:.2f} s (more than {self.max_other_cores} is busy)")
