@@ -302,7 +302,8 @@ def test_each_disagreement_is_explained_unexplained_or_open_and_each_test_counte
     tests = {t["key"]: t for t in jacobian["tests"]}
     assert tests["jacobian"]["refuted"] == 1 and tests["jacobian"]["state"] == "refuted"
     assert tests["machine"]["not_testable"] == 1 and tests["machine"]["needs"]
-    assert "Jacobian size" in jacobian["refuted"] and "machine speed" in jacobian["open"]
+    assert jacobian["refuted"] == ["thread count (1)", "Jacobian size (1)"]
+    assert jacobian["open"] == ["machine speed (1)"] and jacobian["survive"] == []
 
 
 def test_the_section_lists_what_it_found():

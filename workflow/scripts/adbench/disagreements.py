@@ -570,7 +570,9 @@ def disagreements_context(data: dict, study: dict, cells: pd.DataFrame | None,
     found.sort(key=lambda p: ([t.name for t in TABLES].index(p["table"].name),
                               p["what"] == "improvement"))
     tests = test_rows(found)
-    by_state = lambda s: [t["name"] for t in tests if t["state"] == s]  # noqa: E731
+    count_of = {"survives": "explains", "refuted": "refuted", "open": "not_testable"}
+    by_state = lambda s: [f"{t['name']} ({t[count_of[s]]})"  # noqa: E731
+                          for t in tests if t["state"] == s]
     return {
         "n_compared": len(pairs),
         "n_study": len({(id(p["table"]), p["published"].name, p["what"]) for p in pairs}),
