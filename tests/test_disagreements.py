@@ -230,6 +230,11 @@ def test_a_slow_first_iteration_averaged_into_the_studys_batches_explains_ours_f
     assert hit["verdict"] == disagreements.EXPLAINS and "469" in hit["text"]
 
 
+def test_cells_of_modes_without_a_compile_phase_give_their_first_iteration():
+    cells = first_cells(0.3).drop(columns="phase_compile_s")
+    assert outcome(with_cells(cells), "first_steps")["verdict"] == disagreements.EXPLAINS
+
+
 def test_a_quick_first_iteration_refutes_the_first_steps():
     hit = outcome(with_cells(first_cells(0.001)), "first_steps")
     assert hit["verdict"] == disagreements.REFUTED

@@ -31,13 +31,17 @@ backward     the study's compiled column (Table 2) read as the backward pass alo
              (tf.function times only whole steps); the printed improvement likewise.
 first_steps  the study's means over a trial's batches kept their first iterations (claims.json
              n_batches): our first iteration (cells: time to first step less the compile
-             phase) averaged into as many iterations.
+             phase) averaged into as many iterations.  Not the tidy tables' first_step:
+             that is the time to first step, compile included, and only tables with
+             TableInfo.first_step fill it (tables.tidy_table), none of the study's.
 threads      the study's unstated thread count: our same condition at another thread count,
              on the cores this machine has.
 jacobian     the Jacobian's size: our Jacobian of fewer rows (and a smaller input, the study's
              presumed one) scaled up, each of our Jacobian tasks by its own time, never one
              task's time with another's.
-Text escaped for LaTeX.
+The section reads the tidy tables and the study's text, and where given the cells, the
+matmul peak (scaling.read_peaks) and the per-condition estimates (conditions.parquet); a test
+whose input is not given says so.  Text escaped for LaTeX.
 """
 
 from __future__ import annotations
@@ -340,8 +344,9 @@ def first_iteration(run: Run, r, unit: str) -> float:
             & (c["status"] == "ok")]
     if "machine" in c:
         hit = hit[hit["machine"] == r["machine"]]
-    first = (pd.to_numeric(hit["time_to_first_step_s"], errors="coerce")
-             - pd.to_numeric(hit.get("phase_compile_s", 0.0), errors="coerce").fillna(0.0))
+    compile_s = (pd.to_numeric(hit["phase_compile_s"], errors="coerce").fillna(0.0)
+                 if "phase_compile_s" in hit else 0.0)
+    first = pd.to_numeric(hit["time_to_first_step_s"], errors="coerce") - compile_s
     first = first.dropna()
     return float(first.mean()) * fmt.unit_scale(unit) if len(first) else math.nan
 
