@@ -108,7 +108,7 @@ def test_a_planted_effect_smaller_than_the_margin_is_never_supported():
 
 def test_one_contradicting_comparison_among_eight_supporting_does_not_flip_the_claim():
     models = list(spec.MODELS)[:9]
-    claim = Claim("many", "test", "greater", tuple(
+    claim = Claim("many", "greater", tuple(
         Comparison(Side("torch", "eager", m, "backward", "step_s"),
                    Side("tensorflow", "graph", m, "backward", "step_s")) for m in models))
     data = frame(*(mlp_backward("torch", "eager", m, (1.6e-3 if i else 0.8e-3))
@@ -133,7 +133,7 @@ def test_group_verdicts_are_the_holm_corrected_decisions_on_their_pooled_ratios(
     data = frame(mlp_backward("tensorflow", "graph", "mlp512", 1e-3, between=0.05),
                  *(mlp_backward("torch", mode, "mlp512", t, between=0.05)
                    for mode, t in (("eager", 1.2e-3), ("script", 3e-3))))
-    claim = Claim("pairs", "test", "greater", tuple(
+    claim = Claim("pairs", "greater", tuple(
         Comparison(Side("torch", mode, "mlp512", "backward", "step_s"),
                    Side("tensorflow", "graph", "mlp512", "backward", "step_s"))
         for mode in ("eager", "script")))
@@ -255,14 +255,28 @@ def test_claims_name_only_what_the_spec_has():
                                                               side.task)
 
 
-def test_every_claim_has_the_studys_words():
+def test_every_claim_has_its_words_in_one_home():
+    """Every word the report prints about a claim is in claims.json: its name, source and
+    statement, the test's words with the claim's own margin and bound filled in, and the
+    name of every quantity its comparisons compare."""
     import json
     from pathlib import Path
+
+    from adbench import report_stats
 
     words = json.loads((Path(__file__).parents[1] / "report/published/claims.json").read_text())
     for claim in claims.CLAIMS:
         entry = words["claims"][claim.key]
-        assert "hypothesis" in entry or {"name", "source", "statement"} <= set(entry)
+        assert "test" in entry and ("hypothesis" in entry
+                                    or {"name", "source", "statement"} <= set(entry)), claim.key
+        printed = report_stats.claim_words(claim, words)
+        assert all(printed.values()) and "{" not in printed["test"], (claim.key, printed)
+        for side in (s for c in claim.comparisons for s in c.sides):
+            assert side.quantity in words["quantities"], (claim.key, side.quantity)
+    margin, bound = (report_stats.claim_words(claims.hypothesis_0(), words)["test"],
+                     report_stats.claim_words(claims.cheap_gradient(), words)["test"])
+    assert f"{claims.MARGIN:.0%}".replace("%", "\\%") in margin
+    assert f"at most {claims.CHEAP_GRADIENT_BOUND:g}" in bound
 
 
 # ------------------------------------------------------------------ issue 26's claims
@@ -425,7 +439,7 @@ def test_groups_on_opposite_sides_make_a_mixed_claim_though_they_pool_to_one():
     """Two groups, one 1.5 times slower and one 1.5 times faster: their pooled mean is about
     1 (printed as a summary), yet no group supports "equal" and the claim is mixed, never
     supported, with the groups on each side named."""
-    claim = Claim("two", "test", "greater", tuple(
+    claim = Claim("two", "greater", tuple(
         Comparison(Side("torch", mode, "mlp512", "backward", "step_s"),
                    Side("tensorflow", "graph", "mlp512", "backward", "step_s"))
         for mode in ("eager", "script")))

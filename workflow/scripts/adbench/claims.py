@@ -1,8 +1,9 @@
 """The seeds' claims that the grid can test, each as comparisons of cells (data, not prose).
 
-A claim's words (its statement and where the seeds make it) live beside the study's numbers,
-in report/published/claims.json under "claims", keyed as here; this module says how our
-cells test it.  A comparison is the ratio numerator / denominator of two conditions' times
+A claim's words (its name, its statement and where the seeds make it, and how our cells
+test it) live beside the study's numbers, in report/published/claims.json under "claims",
+keyed as here, and only the report reads them; this module says, as data, how our cells
+test it.  A comparison is the ratio numerator / denominator of two conditions' times
 (VERDICT_STATISTIC), paired by seed, or of another per-process quantity (a ratio of times,
 the GPU memory a process holds); or, without a denominator, one condition's value against
 the claim's bound (a first step over the median step, against 1; the bytes a retained
@@ -71,13 +72,22 @@ class Comparison:
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
+    """A claim as data: its comparisons and how they are judged.  Every word about it (its
+    name, statement, source and how these comparisons test it) is the report's:
+    report/published/claims.json "claims"[key], whose test words quote `margin` and `bound`."""
+
     key: str  # report/published/claims.json "claims" entry with its words
-    test: str  # how the cells test it, in words for the paper
     kind: str  # "greater" | "equal" | "at_most"
     comparisons: tuple[Comparison, ...]
     table: str | None = None  # the two-task table whose ratios these comparisons are (H0)
     bound: float = 1.0  # the ratio the claim is about: 1 (equal costs), or its bound
     margin: float = MARGIN
+
+    @property
+    def test(self) -> str:
+        """Empty: the words of the test are the report's (above).  Only verdicts.py's claims.csv
+        still has a "test" column; the column and this property go together."""
+        return ""
 
     def kind_of(self, group: tuple) -> str:
         """The kind a group of the claim is judged by (its comparisons share it)."""
@@ -108,8 +118,6 @@ def hypothesis_0() -> Claim:
     first, second = spec.HYPOTHESIS0_TASKS
     return Claim(
         "hypothesis0",
-        f"the loss Jacobian's step over the backward pass's step of every model and every "
-        f"(framework, mode) measured, equal within {MARGIN:.0%}",
         "equal",
         tuple(
             Comparison(side(f, m, model, second), side(f, m, model, first))
@@ -124,8 +132,6 @@ def hypothesis_1() -> Claim:
     models = spec.MLPS
     return Claim(
         "hypothesis1",
-        "PyTorch eager's step over TensorFlow graph's step on the study's MLPs (backward "
-        "task): above 1 when TensorFlow's compiled step is faster",
         "greater",
         tuple(
             Comparison(side(*TORCH_EAGER, model, "backward"), side(*TF_GRAPH, model, "backward"))
@@ -138,8 +144,6 @@ def depth() -> Claim:
     mlps = spec.MLPS  # equal parameter counts, growing depth
     return Claim(
         "depth",
-        "each MLP's backward pass over the next shallower one's (eager modes of the study's "
-        "frameworks; their step in compiled modes): above 1 when depth costs time",
         "greater",
         tuple(
             Comparison(
@@ -165,9 +169,6 @@ def small_vs_large() -> Claim:
     ]
     return Claim(
         "small_vs_large",
-        "on the small models of the study's Table 3, TensorFlow graph's Jacobian time over "
-        "PyTorch eager's; on ResNet50 (Table 4), PyTorch eager's over TensorFlow graph's; "
-        "both Jacobian tasks; above 1 where the claim holds",
         "greater",
         tuple(small + large),
     )
@@ -176,8 +177,6 @@ def small_vs_large() -> Claim:
 def graph_for_large() -> Claim:
     return Claim(
         "graph_for_large",
-        "on ResNet50, every other mode of the study's frameworks over TensorFlow graph, both "
-        "Jacobian tasks: above 1 when graph mode is the fastest",
         "greater",
         tuple(
             Comparison(side(f, m, model, task), side(*TF_GRAPH, model, task))
@@ -193,8 +192,6 @@ def jit_outperforms() -> Claim:
     models = ("rnn_cell",) + spec.MLPS  # the proposal's example first
     return Claim(
         "jit_outperforms",
-        "PyTorch eager's step over TorchScript's, on the proposal's RNN cell and the study's "
-        "MLPs (backward task): above 1 when the JIT is faster",
         "greater",
         tuple(
             Comparison(
@@ -211,9 +208,6 @@ def first_step_only_compiled() -> Claim:
     margin), and every eager mode's within the margin of 1."""
     return Claim(
         "first_step_only_compiled",
-        f"each mode's time to its first step (compilation included) over its median step, "
-        f"every model and task of the study's frameworks: above 1 by more than {MARGIN:.0%} "
-        f"in every compiled mode, and within {MARGIN:.0%} of 1 in every eager mode",
         "greater",
         tuple(
             Comparison(Side(f, m, model, task, FIRST_OVER_STEADY),
@@ -238,10 +232,6 @@ def frozen_subgraphs() -> Claim:
     """003: excluding subgraphs from the derivative computation saves computation."""
     return Claim(
         "frozen_subgraphs",
-        "each (framework, mode)'s backward pass with every parameter trainable over the same "
-        "with the model's frozen part (its first layers) not trainable (the whole step in "
-        "whole-step modes), every model with a frozen part and every (framework, mode): "
-        "above 1 when excluding the frozen part saves computation",
         "greater",
         tuple(
             Comparison(side(f, m, model, whole, "backward_s"),
@@ -268,13 +258,6 @@ def graph_freed() -> Claim:
     floor = 1 - TOLERANCE
     return Claim(
         "graph_freed",
-        f"the bytes a step keeps past its return with its graph retained "
-        f"(retain_graph=True / a persistent tape, kept until the next step), read against a "
-        f"baseline taken at the start of the measured phase after freed memory was returned "
-        f"to the system, over the bytes its saved activations should take by the model's "
-        f"shapes, every model with a stated expectation and (framework, mode) that keeps a "
-        f"graph: at least {floor:g} (the reading's shown accuracy) when the retained graph "
-        f"holds its activations, which freeing it leaves available",
         "greater",
         tuple(
             Comparison(Side(f, m, model, retained, KEPT_OVER_SAVED))
@@ -291,12 +274,6 @@ def memory_grab() -> Claim:
     """004: TensorFlow takes all available GPU memory (unless told otherwise)."""
     return Claim(
         "memory_grab",
-        "the GPU memory a process holds once its last step returned (nvidia-smi's reading: "
-        "its allocator's pool and CUDA context) with the framework's allocator as it comes "
-        "over the same with the memory policy every other cuda cell sets (TensorFlow's "
-        "memory growth, the backward task), every model and mode of each framework whose "
-        "default the spec changes: above 1 when the default takes memory its step does not "
-        "need; measured on a GPU only",
         "greater",
         tuple(
             Comparison(Side(f, m, model, default, DEVICE_PROCESS),
@@ -312,11 +289,6 @@ def varying_lengths() -> Claim:
     """004: a dynamic graph runs each input at its own length, where a static one must pad."""
     return Claim(
         "varying_lengths",
-        "an epoch of batches of varying length (the same lengths for every condition) padded "
-        "to the maximum over the same epoch with each batch at its true length (define-by-run "
-        "in eager modes; a compiled mode retracing or recompiling per new length as it does by "
-        "default), every sequence model and (framework, mode), compilations included: above 1 "
-        "where running each batch at its own length is the cheaper",
         "greater",
         tuple(
             Comparison(Side(f, m, model, "backward_padded", EPOCH),
@@ -340,10 +312,6 @@ def cheap_gradient() -> Claim:
     """The cheap-gradient principle, per (framework, mode)."""
     return Claim(
         "cheap_gradient",
-        f"each mode's whole step (forward and reverse, backward task, every model) over its "
-        f"forward: timed in the same iterations where the mode runs the forward apart, else "
-        f"the forward-alone task's step in processes of the same seeds: at most "
-        f"{CHEAP_GRADIENT_BOUND:g} when the gradient is as cheap as the principle says",
         "at_most",
         tuple(
             Comparison(Side(f, m, model, "backward", "step_s"), forward_of(f, m, model))

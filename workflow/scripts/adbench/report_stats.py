@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from adbench import formatting as fmt
-from adbench import inference, stats
+from adbench import inference
 from adbench import tables as tbl
 from adbench.claims import CLAIMS, MARGIN, VERDICT_STATISTIC
 from adbench.formatting import latex
@@ -29,30 +29,31 @@ PROVISIONAL = "provisional"
 BLOCK_FIELDS = ["machine", "device", "threads"]
 
 
-def claim_words(key: str, published: dict) -> dict:
-    """name, source, statement of a claim, as claims.json gives them."""
-    entry = published.get("claims", {}).get(key, {})
+def claim_words(claim, published: dict) -> dict:
+    """name, source, statement and test of a claim: its words, all in claims.json's "claims"
+    (a hypothesis's first three from "hypotheses"), the test's {margin} and {bound} filled
+    with the claim's own numbers."""
+    entry = published.get("claims", {}).get(claim.key, {})
     if "hypothesis" in entry:
         entry = {**published.get("hypotheses", {}).get(entry["hypothesis"], {}), **entry}
-    words = {k: entry.get(k, key if k == "name" else "") for k in ("name", "source", "statement")}
+    words = {k: entry.get(k, claim.key if k == "name" else "")
+             for k in ("name", "source", "statement", "test")}
+    words["test"] = words["test"].format(margin=f"{claim.margin:.0%}", bound=f"{claim.bound:g}")
     return {k: latex(cited(v) if k == "source" else v) for k, v in words.items()}
 
 
-# A compared quantity as the paper names it (the raw schema's and the analysis' keys).
-QUANTITY_WORDS = {"step_s": "step", "backward_s": "backward", "forward_s": "forward",
-                  stats.FIRST_OVER_STEADY: "first step / median step",
-                  "device_process_bytes": "GPU memory held", "epoch_s": "epoch",
-                  "kept_by_step_bytes": "memory the step keeps",
-                  "kept_over_saved_activations": "kept over its saved activations"}
+def quantity_words(quantity: str, published: dict) -> str:
+    """A compared quantity as the paper names it (claims.json's "quantities")."""
+    return published.get("quantities", {}).get(quantity, str(quantity).replace("_", " "))
 
 
-def side_label(r, end: str) -> str:
+def side_label(r, end: str, published: dict) -> str:
     """'MLP 512, PyTorch (eager), backward' for one end of a comparison row ('the bound'
     for a comparison of one condition with its claim's bound)."""
     get = lambda field: r[f"{end}_{field}"]  # noqa: E731
     if pd.isna(get("framework")):
         return "the bound"
-    quantity = QUANTITY_WORDS.get(get("quantity"), str(get("quantity")).replace("_", " "))
+    quantity = quantity_words(get("quantity"), published)
     return (
         f"{model_label(get('model'))}, {tbl.column_label(get('framework'), get('mode'))}, "
         f"{task_label(get('task'))} ({quantity})"
@@ -127,9 +128,8 @@ def claim_context(claim, r, published: dict, groups: pd.DataFrame | None = None)
     """A claim's words, test and verdict; for a mixed one, its groups on each side."""
     mine = groups[groups["claim"] == claim.key] if groups is not None else None
     return {
-        **claim_words(claim.key, published),
+        **claim_words(claim, published),
         "key": claim.key.replace("_", "-"),  # for a LaTeX label
-        "test": latex(claim.test),
         "verdict": latex(verdict_text(r)),
         "sides": (latex(sides_of_a_mixed_claim(mine))
                   if r["verdict"] == MIXED and mine is not None else ""),
@@ -218,7 +218,7 @@ def verdicts_context(
             "n_unmeasured_groups": len(mine) - len(shown),
         })
     measured = comparisons
-    names = {c.key: claim_words(c.key, published)["name"] for c in CLAIMS}
+    names = {c.key: claim_words(c, published)["name"] for c in CLAIMS}
     tally = claims["verdict"].value_counts()
     provisional = claims["provisional"].astype(str).str.lower().isin(["true", "1"]) \
         if "provisional" in claims else pd.Series(False, index=claims.index)
@@ -232,8 +232,8 @@ def verdicts_context(
             {
                 "claim": names.get(r["claim"], latex(r["claim"])),
                 "group": latex(group_label(r)),
-                "numerator": latex(side_label(r, "numerator")),
-                "denominator": latex(side_label(r, "denominator")),
+                "numerator": latex(side_label(r, "numerator", published)),
+                "denominator": latex(side_label(r, "denominator", published)),
                 "block": latex(block_text(r, several)),
                 "ratio": fmt.ratio(r["ratio"], r["low"], r["high"]),
                 "processes": int(r["n_processes"]),
