@@ -292,6 +292,14 @@ def analyse(run: run_config.Run, tree: Path, raw_files: list[str]) -> None:
     fabricate_graphs(run, tree / "graphs")
 
 
+def declared_inputs() -> set[str]:
+    """The inputs the paper's sections declare (adbench.sections.paper): render_paper's
+    options, so an input a section has newly declared is given once it is."""
+    from adbench.sections import paper as declared
+
+    return {i.name for s in declared.SECTIONS for i in s.inputs}
+
+
 def render_args(run: run_config.Run, tree: Path, config_path: Path) -> list[str]:
     """render_paper's arguments for the analysed tree, as rule paper gives them."""
     agg, tables_dir, fig = tree / "aggregate", tree / "tables", tree / "figures"
@@ -309,6 +317,8 @@ def render_args(run: run_config.Run, tree: Path, config_path: Path) -> list[str]
         "--environment", str(agg / "environment.json"),
         "--first-iterations", str(agg / "first_iterations.csv"),
         "--made", str(agg / "comparisons.parquet"),
+        *(["--conditions", str(agg / "conditions.parquet")]
+          if "conditions" in declared_inputs() else []),
         "--claims", str(tree / "verdicts" / "claims.csv"),
         "--groups", str(tree / "verdicts" / "groups.csv"),
         "--comparisons", str(tree / "verdicts" / "comparisons.csv"),
