@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "workflow" / "scripts" / "render_paper.py"
 sys.path.insert(0, str(SCRIPT.parent))
 import render_paper  # noqa: E402
-from adbench.sections import paper as declared_sections  # noqa: E402
+from adbench.sections import contexts  # noqa: E402
 
 NAN = math.nan
 WAITED_CORES = 0.58  # on one thread: the loop waited (paper_context.CORES_UNDER_THREADS)
@@ -529,7 +529,7 @@ def test_headline_speed_ups_are_like_for_like_geometric_means_with_intervals(tex
 
     abstract = tex.split(r"\end{abstract}")[0]
     table = next(t for t in TABLES if t.improvement)
-    published = declared_sections.read_published(ROOT / "report" / "published", table)
+    published = contexts.read_published(ROOT / "report" / "published", table)
     # the study's own compiled columns (its Table 2's): our other modes are the appendix's
     compiled = [p for p in study_columns(table, published)
                 if FRAMEWORKS[p[0]].modes[p[1]].compiled]

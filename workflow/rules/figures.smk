@@ -1,6 +1,5 @@
-# The study's Figure 3 (the first iterations of every mode, compiled modes' outliers visible),
-# a figure per kind of the study's tables (its MLP backward tables beside its published
-# numbers, the Jacobians, Hypothesis 0, every framework and mode) and the memory per cell.
+# Every figure adbench/sections/figures.py declares, each drawn by its own module: the study's
+# Figure 3 (the first iterations), the figures of the study's tables and the memory per cell.
 
 
 rule figures:
@@ -11,7 +10,8 @@ rule figures:
         cells=tree("aggregate/cells.parquet"),
         conditions=tree("aggregate/conditions.parquet"),
         published=sorted(in_tree(p) for p in (ROOT / "report" / "published").glob("*.csv")),
-        code=code("figures.py"),
+        # the script loads each figure's module by name: each is a code input
+        code=code("figures.py", *(f.module for f in declared_figures.FIGURES)),
     output:
         **reported_figures(),
     log:
@@ -22,11 +22,12 @@ rule figures:
         python=env_python(spec.ANALYSIS_ENV),
         first=config["figures"]["first_iterations"],
         confidence=config["statistics"]["confidence"],
-        # --<name>-out for the files of every figure but the first iterations'
+        # --<name>-out for the files of every declared figure but the first iterations'
         figures=lambda w, output: " ".join(
-            f"--{key.rsplit('_', 1)[0].replace('_', '-')}-out {path}"
-            for key, path in output.items()
-            if not key.startswith("first_iterations")
+            f"--{f.out_option} {output[f'{f.name}_{ext}']}"
+            for f in declared_figures.FIGURES
+            if f.name != declared_figures.ALWAYS
+            for ext in ("pdf", "png")
         ),
     shell:
         "{params.python} {input.code[0]} --iterations {input.iterations} "

@@ -1,41 +1,53 @@
 # The paper: jinja2 templates in report/ rendered with our results, compiled by latexmk.
 # It needs TeX Live on the machine (README); without latexmk only this job fails, with a hint.
+# What it reads is declared with its sections and figures (adbench/sections/paper.py and
+# figures.py): each declared input and figure is an input here and an option of
+# render_paper.py.
+from adbench.sections import paper as declared_sections  # noqa: E402
+
+# The declared inputs other rule files make, by name (the others are the results tree's
+# files their declarations name).
+SECTION_FILES = {
+    "tables": [*TABLE_FILES, MEMORY_FILE],  # memory.csv is read from the tables folder
+    "published": sorted(in_tree(p) for p in (ROOT / "report" / "published").glob("*.*")),
+    "graphs": [GRAPH_NODES, GRAPH_VERSION,
+               *(GRAPH_FILES[f"{f}_pdf"] for f in graph_figures.GRAPH_FRAMEWORKS)],
+    "scaling_table": SCALING_TABLE,
+    "peak": PEAK_FILES,
+    "scaling_figure": [p for k, p in SCALING_FIGURES.items() if k.endswith("_pdf")],
+    # benchmarks/validate_harness.py's findings, when someone ran it for this tree
+    "validation": lambda w: [p for p in [tree("validation/harness.json")] if os.path.exists(p)],
+    "configfile": [],  # not files: the run's config and results tree (SECTION_VALUES)
+    "results": [],
+}
+SCALING_AXES = {p: k.rsplit("_", 1)[0] for k, p in SCALING_FIGURES.items()}
+# The option values an input's files become, where they are not the files themselves.
+SECTION_VALUES = {
+    "tables": lambda files, output: [os.path.dirname(files[0])],
+    "published": lambda files, output: ["report/published"],
+    "graphs": lambda files, output: [os.path.dirname(files[0])],
+    "scaling_figure": lambda files, output: [f"{SCALING_AXES[p]}={p}" for p in files],
+    # the last appendix's commands: this run's config and results tree
+    "configfile": lambda files, output: [paper_configfile()],
+    "results": lambda files, output: [os.path.dirname(os.path.dirname(output[0]))],
+}
 
 
 rule paper:
     input:
         env_inputs(spec.ANALYSIS_ENV),
         template="report/paper.tex.j2",
-        code=code("render_paper.py"),
+        code=code("render_paper.py", *declared_sections.context_modules()),
         bib="report/references.bib",
-        published=sorted(in_tree(p) for p in (ROOT / "report" / "published").glob("*.*")),
-        tables=TABLE_FILES,
-        memory=MEMORY_FILE,  # read from the tables folder
-        figure=FIGURE_FILES["first_iterations_pdf"],
-        # the figures of the study's tables (tables.FIGURES_OF_TABLES), each beside its tables
-        mlp_backward=FIGURE_FILES["mlp_backward_pdf"],
-        jacobians=FIGURE_FILES["jacobians_pdf"],
-        hypothesis0=FIGURE_FILES["hypothesis0_pdf"],
-        frameworks=FIGURE_FILES["frameworks_pdf"],
-        memory_figure=FIGURE_FILES["memory_per_cell_pdf"],
-        cells=tree("aggregate/cells.parquet"),
-        gradients=tree("checks/gradients.csv"),
-        environment=tree("aggregate/environment.json"),
-        first=tree("aggregate/first_iterations.csv"),
-        made=tree("aggregate/comparisons.parquet"),
-        claims=tree("verdicts/claims.csv"),
-        groups=tree("verdicts/groups.csv"),
-        comparisons=tree("verdicts/comparisons.csv"),
-        # the sections of report/sections/: how a gradient's cost grows, the graphs
-        sections=sorted(in_tree(p) for p in (ROOT / "report" / "sections").glob("*.tex.j2")),
-        scaling_table=SCALING_TABLE,
-        peak=PEAK_FILES,
-        scaling_figures=[p for k, p in SCALING_FIGURES.items() if k.endswith("_pdf")],
-        graph_nodes=GRAPH_NODES,
-        graph_version=GRAPH_VERSION,
-        graph_figures=[GRAPH_FILES[f"{f}_pdf"] for f in graph_figures.GRAPH_FRAMEWORKS],
-        # benchmarks/validate_harness.py's findings, when someone ran it for this tree.
-        validation=lambda w: [p for p in [tree("validation/harness.json")] if os.path.exists(p)],
+        # the sections' templates and the figures' captions the master template includes
+        templates=sorted(
+            in_tree(p)
+            for folder in ("sections", "figures")
+            for p in (ROOT / "report" / folder).glob("*.tex.j2")
+        ),
+        **declared_sections.rule_inputs(
+            tree, SECTION_FILES, {n.removesuffix("_pdf"): p for n, p in FIGURE_FILES.items()}
+        ),
     output:
         reported(tree("paper/paper.pdf"), "paper", "Paper"),
     log:
@@ -44,29 +56,9 @@ rule paper:
         env_file(spec.ANALYSIS_ENV)
     params:
         python=env_python(spec.ANALYSIS_ENV),
-        tables=lambda w, input: os.path.dirname(input.tables[0]),
-        validation=lambda w, input: (
-            f"--validation {input.validation[0]}" if input.validation else ""
+        options=lambda w, input, output: declared_sections.command_line(
+            input, output, SECTION_VALUES
         ),
-        graphs=lambda w, input: os.path.dirname(input.graph_nodes),
-        peak=lambda w, input: " ".join(f"--peak {p}" for p in input.peak),
-        scaling_figures=" ".join(
-            f"--scaling-figure {k.rsplit('_', 1)[0]}={p}"
-            for k, p in SCALING_FIGURES.items()
-            if k.endswith("_pdf")
-        ),
-        # the last appendix's commands: this run's config and results tree
-        configfile=paper_configfile(),
-        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
     shell:
         "{params.python} {input.code[0]} --template {input.template} --bib {input.bib} "
-        "--published report/published --tables {params.tables} --figure {input.figure} "
-        "--mlp-backward-figure {input.mlp_backward} --jacobians-figure {input.jacobians} "
-        "--hypothesis0-figure {input.hypothesis0} --frameworks-figure {input.frameworks} "
-        "--memory-figure {input.memory_figure} --cells {input.cells} "
-        "--gradients {input.gradients} --environment {input.environment} "
-        "--first-iterations {input.first} --made {input.made} "
-        "--claims {input.claims} --groups {input.groups} --comparisons {input.comparisons} "
-        "--scaling-table {input.scaling_table} {params.peak} {params.scaling_figures} "
-        "--graphs {params.graphs} {params.validation} --configfile {params.configfile:q} "
-        "--results {params.results:q} --out {output} > {log} 2>&1"
+        "{params.options} --out {output} > {log} 2>&1"

@@ -27,7 +27,7 @@ from adbench import comparisons  # noqa: E402
 from adbench.sections import drawing  # noqa: E402
 from adbench.sections import figures as declared  # noqa: E402
 
-FIRST = "first_iterations"  # drawn always, to --out
+FIRST = declared.ALWAYS  # drawn always, to --out
 
 
 def optional_figures() -> list:

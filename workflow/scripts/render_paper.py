@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from adbench.formatting import latex  # noqa: E402
 from adbench.sections import figures as declared_figures  # noqa: E402
+from adbench.sections import contexts  # noqa: E402
 from adbench.sections import paper as declared_sections  # noqa: E402
 
 LATEX_TOOLS = ("latexmk", "pdflatex", "bibtex")
@@ -113,7 +114,7 @@ def parse_args(argv=None):
                                                   if item.many else {}))
     for figure in declared_figures.in_paper():
         p.add_argument(f"--{declared_figures.paper_option(figure)}",
-                       required=figure.paper_requires,
+                       required=declared_figures.paper_requires(figure),
                        help=f"{figure.name}.pdf: {figure.what}")
     p.add_argument("--out", required=True, help="the PDF to write; paper.tex goes beside it")
     p.add_argument("--tex-only", action="store_true", help="render paper.tex, skip latexmk")
@@ -133,13 +134,13 @@ def main(argv=None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     log("reading inputs")
     figures = figure_files(args)
-    inputs = declared_sections.PaperInputs(args, figures)
-    context = {**declared_sections.build(inputs), "bibliography": Path(args.bib).stem}
+    inputs = contexts.PaperInputs(args, figures)
+    context = {**contexts.build(inputs), "bibliography": Path(args.bib).stem}
     template = Path(args.template)
     tex = folder / "paper.tex"
     tex.write_text(make_environment(template.parent).get_template(template.name).render(**context))
     log(f"wrote {tex}")
-    for figure in [*figures.values(), *declared_sections.section_files(inputs)]:
+    for figure in [*figures.values(), *contexts.section_files(inputs)]:
         shutil.copyfile(figure, folder / Path(figure).name)
     shutil.copyfile(args.bib, folder / Path(args.bib).name)
     if args.tex_only:

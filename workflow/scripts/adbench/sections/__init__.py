@@ -30,7 +30,6 @@ class Figure:
     paper_option: str | None = None
     context_key: str | None = None
     caption_tex: str | None = None  # the paper's caption, a template under report/
-    paper_requires: bool = False  # render_paper cannot run without it
     needs: tuple[str, ...] = ()  # the figures script's inputs beyond --iterations
 
     @property
@@ -60,13 +59,16 @@ class Input:
 
 @dataclasses.dataclass(frozen=True)
 class Section:
-    """A part of the paper: `context(inputs, built)` returns the context keys it adds
-    (`built`: what the sections before it returned); the section's template (under report/)
-    is included where its own key (`name`) is not None.  A section without a template adds
-    context that the master template or other sections print."""
+    """A part of the paper.  `context` names (module.function) its context function,
+    context(inputs) -> the context keys it adds; None: it adds none.  Its template (under
+    report/) is included where its own key (`name`) is not None; a section without a
+    template adds context that the master template or other sections print.  `files` names a
+    function(inputs) -> the files its template includes beyond the declared figures (copied
+    beside paper.tex)."""
 
     name: str
-    context: Callable[[Any, dict], dict]
+    context: str | None
     template: str | None = None
     part: str = "main"  # "main" (before the references) or "appendix"
     inputs: tuple[Input, ...] = ()
+    files: str | None = None

@@ -29,10 +29,11 @@ def _hypothesis0(table) -> bool:
     return not table.first_step and tuple(table.tasks) == ("backward", "loss_jacobian")
 
 
+ALWAYS = "first_iterations"  # drawn by every run (figures.py --out), read by the paper always
 FIGURES = (
     Figure("first_iterations", "adbench.sections.figure_first_iterations",
            "the study's Figure 3: the first iterations", paper_option="figure",
-           context_key="first_figure", paper_requires=True),
+           context_key="first_figure"),
     Figure("mlp_backward", "adbench.sections.figure_mlp_backward",
            "the study's MLP backward tables (its Tables 1-2)", draws=_study_backward,
            caption_tex="figures/mlp_backward.tex.j2", needs=("summary", "cells")),
@@ -57,6 +58,11 @@ def by_name(name: str) -> Figure:
         raise KeyError(f"figure {name!r}: not declared in adbench/sections/figures.py "
                        f"(declared: {', '.join(found)})")
     return found[name]
+
+
+def paper_requires(figure: Figure) -> bool:
+    """Whether render_paper.py cannot run without the figure."""
+    return figure.name == ALWAYS
 
 
 def paper_option(figure: Figure) -> str:
