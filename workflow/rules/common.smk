@@ -424,16 +424,13 @@ TABLE_FILES = [
 ]
 MEMORY_FILE = tree("tables/memory.csv")  # make_tables.MEMORY_FILE
 VARLEN_FILE = tree("tables/varlen.csv")  # make_tables.VARLEN_FILE
+# Every declared figure (adbench/sections/figures.py): its PDF (the paper's), its PNG (the
+# report's).
+from adbench.sections import figures as declared_figures  # noqa: E402
+
 FIGURE_FILES = {
-    f"{name}_{ext}": tree(f"figures/{name}.{ext}")
-    for name in (
-        "first_iterations",
-        "jacobians",
-        "frameworks",
-        "mlp_backward",
-        "hypothesis0",
-        "memory_per_cell",
-    )
+    f"{figure.name}_{ext}": tree(f"figures/{figure.name}.{ext}")
+    for figure in declared_figures.FIGURES
     for ext in ("pdf", "png")
 }
 
@@ -482,11 +479,13 @@ def reported_tables():
 
 
 def reported_figures():
-    """FIGURE_FILES, the PNGs in Snakemake's report (it shows images inline); the PDFs are the
-    paper's."""
+    """FIGURE_FILES, the PNGs in Snakemake's report (it shows images inline) under each
+    figure's declared caption; the PDFs are the paper's."""
     return {
-        key: reported(path, key.removesuffix("_png"), "Figures") if key.endswith("_png") else path
-        for key, path in FIGURE_FILES.items()
+        f"{f.name}_{ext}": (reported(FIGURE_FILES[f"{f.name}_{ext}"], f.report_caption, "Figures")
+                            if ext == "png" else FIGURE_FILES[f"{f.name}_{ext}"])
+        for f in declared_figures.FIGURES
+        for ext in ("pdf", "png")
     }
 
 
