@@ -385,10 +385,9 @@ def small_type(tex: str) -> list[str]:
 REPEATED_WORDS = 15  # a paragraph this long written twice is a template's, not the author's
 
 
-def repeated_paragraphs(tex: str) -> list[str]:
-    """A paragraph of the prose (tables and figures left out, before the last appendix) of
-    REPEATED_WORDS or more written twice or more, verbatim: a template's paragraph repeated
-    per item, which reads as a printing fault wherever two fall on one page."""
+def written_twice(tex: str) -> list[str]:
+    """The paragraphs of REPEATED_WORDS words or more that the .tex writes twice or more,
+    verbatim (tables and figures left out, before the last appendix)."""
     body = tex.split(r"\begin{document}")[-1].split(rf"\section{{{LAST_APPENDIX}}}")[0]
     body = _uncommented(_FLOATS.sub("\n\n", body))
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n|\\par\b", body)]
@@ -396,7 +395,21 @@ def repeated_paragraphs(tex: str) -> list[str]:
     for p in paragraphs:
         if len(p.split()) >= REPEATED_WORDS:
             counts[p] = counts.get(p, 0) + 1
-    return [f"{n}x: {p[:100]}..." for p, n in counts.items() if n > 1]
+    return [p for p, n in counts.items() if n > 1]
+
+
+def repeated_paragraphs(paper: Paper) -> list[str]:
+    """A paragraph written twice (written_twice) whose words a page of the PDF prints twice:
+    a template's paragraph repeated per item, which reads as a printing fault (a table's
+    note under two tables pages apart is not one)."""
+    found = []
+    for paragraph in written_twice(paper.tex):
+        words = tex_prose("\\begin{document}" + paragraph).split()[:REPEATED_WORDS // 2]
+        start = " ".join(words)
+        twice = [n for n, page in enumerate(paper.pages, 1) if joined(page).count(start) > 1]
+        if twice:
+            found.append(f"page {twice[0]}: {start}...")
+    return found
 
 
 # ----------------------------------------------------------------------------- every check
@@ -415,7 +428,7 @@ def all_checks(paper: Paper) -> dict[str, list]:
         "headings not printed": headings_not_printed(paper),
         "characters not set": unset_characters(paper),
         "type under 7 pt": small_type(paper.tex),
-        "paragraphs repeated": repeated_paragraphs(paper.tex),
+        "paragraphs repeated": repeated_paragraphs(paper),
     }
 
 

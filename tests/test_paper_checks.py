@@ -26,7 +26,7 @@ def test_a_clean_paper_passes():
     clean = paper_of(CLEAN_TEX, "Does it hold? We ask whether it does (it does?).")
     assert paper_checks.unset_characters(clean) == []
     assert paper_checks.small_type(CLEAN_TEX) == []
-    assert paper_checks.repeated_paragraphs(CLEAN_TEX) == []
+    assert paper_checks.repeated_paragraphs(clean) == []
 
 
 @pytest.mark.parametrize("printed", [
@@ -56,16 +56,27 @@ def test_tiny_type_is_found_and_the_annotations_size_is_not():
     assert paper_checks.small_type(r"% {\tiny a comment}") == []
 
 
-def test_a_paragraph_written_twice_is_found_and_one_in_a_table_is_not():
+def test_a_paragraph_written_twice_on_one_page_is_found_and_one_pages_apart_is_not():
+    paragraph = ("The claim is \\textbf{not measured} (n/a, n/a; the rule of Section~\\ref{m}). "
+                 "No comparison of this claim was measured in this run.")
+    printed = ("The claim is not measured (n/a, n/a; the rule of Section 2). No comparison "
+               "of this claim was measured in this run.")
+    tex = "\\begin{document}\n" + "\n\n".join(["Intro.", paragraph, "Other.", paragraph]) + "\n"
+    one_page = Paper(Path("."), tex, "", [f"Intro. {printed} Other. {printed}"], "")
+    (found,) = paper_checks.repeated_paragraphs(one_page)
+    assert found.startswith("page 1: The claim is not measured")
+    two_pages = Paper(Path("."), tex, "", [f"Intro. {printed}", f"Other. {printed}"], "")
+    assert paper_checks.repeated_paragraphs(two_pages) == []
+
+
+def test_a_paragraph_is_written_twice_only_outside_tables_and_at_length():
     paragraph = ("The claim is not measured (n/a, n/a; the rule of Section 2). No comparison "
                  "of this claim was measured in this run.")
-    tex = "\\begin{document}\n" + "\n\n".join(["Intro.", paragraph, "Other.", paragraph]) + "\n"
-    (found,) = paper_checks.repeated_paragraphs(tex)
-    assert found.startswith("2x: The claim is not measured")
+    doubled = "\\begin{document}\n" + paragraph + "\n\n" + paragraph + "\n"
+    assert paper_checks.written_twice(doubled) == [paragraph]
     table = "\\begin{table}\n" + paragraph + "\n\\end{table}\n\n"
-    assert paper_checks.repeated_paragraphs("\\begin{document}\n" + table + paragraph) == []
-    short = "\\begin{document}\nNot measured.\n\nNot measured.\n"
-    assert paper_checks.repeated_paragraphs(short) == []
+    assert paper_checks.written_twice("\\begin{document}\n" + table + paragraph) == []
+    assert paper_checks.written_twice("\\begin{document}\nNot measured.\n\nNot measured.\n") == []
 
 
 def test_every_new_check_is_in_the_list():
