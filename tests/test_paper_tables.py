@@ -216,10 +216,10 @@ def test_the_headline_gives_like_for_like_speed_ups_and_backward_only_where_time
 
 
 def test_the_studys_improvement_column_is_its_eager_mean_over_its_compiled_mean():
-    import render_paper
+    from adbench.sections.contexts import read_published
 
     data = {t.name: {"ours": pd.DataFrame(),
-                     "published": render_paper.read_published(ROOT / "report" / "published", t)}
+                     "published": read_published(ROOT / "report" / "published", t)}
             for t in TABLES}
     example = findings.study_example(data)
     assert example["n_printed"] > 0 and example["n_reproduced"] == example["n_printed"]
