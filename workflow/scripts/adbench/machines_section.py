@@ -285,4 +285,5 @@ def machines_context(made: pd.DataFrame | None, env: dict,
                      for m in env.get("machines", []) if m["machine"] in names],
         "pairs": pairs,
         "statistic": latex(steps["statistic"].iloc[0]),
+        "verdicts_statistic": latex(VERDICT_STATISTIC),
     }
