@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -370,18 +371,23 @@ def test_cuda_cells_without_a_gpu_partition_are_not_submitted(slurm, tmp_path):
     assert "cluster.gpu_partition: not set" in dry.stdout + dry.stderr
 
 
-@pytest.mark.parametrize("style, model, request_args, recorded", [
-    ("gpus", "fake", "--gpus=fake:1", ("TresPerJob", "gres:gpu:fake:1")),
-    ("gres", "fake", "--gres=gpu:fake:1", ("TresPerNode", "gres:gpu:fake:1")),
-    ("gres", "fake-sxm4_1g", "--gpus-per-node=fake-sxm4_1g:1",
+@pytest.mark.parametrize("style, model, extra, request_args, recorded", [
+    ("gpus", "fake", None, "--gpus=fake:1", ("TresPerJob", "gres:gpu:fake:1")),
+    ("gres", "fake", None, "--gres=gpu:fake:1", ("TresPerNode", "gres:gpu:fake:1")),
+    ("gres", "fake-sxm4_1g", None, "--gpus-per-node=fake-sxm4_1g:1",
+     ("TresPerNode", "gres:gpu:fake-sxm4_1g:1")),
+    # the docs' node to each timing job alone, with a hyphenated type: both reach sbatch
+    ("gpus", "fake-sxm4_1g", "--nice=7 --exclusive",
+     "--nice=7 --exclusive --gpus-per-node=fake-sxm4_1g:1",
      ("TresPerNode", "gres:gpu:fake-sxm4_1g:1")),
 ])
-def test_each_gpu_request_style_reaches_slurm(slurm, tmp_path, style, model, request_args,
-                                              recorded):
+def test_each_gpu_request_style_reaches_slurm(slurm, tmp_path, style, model, extra,
+                                              request_args, recorded):
     """The GPU's matmul peak, one CUDA job, submitted with each style the site may choose."""
     pipeline_cost.fresh_copy(tmp_path, cold=True)
     (tmp_path / "cuda.yaml").write_text(yaml.safe_dump(CUDA_CONFIG))
-    site = {**SITE_CLUSTER, "gpu_request": style, "gpu_model": model}
+    site = {**SITE_CLUSTER, "gpu_request": style, "gpu_model": model,
+            **({"slurm_extra": extra} if extra else {})}
     (tmp_path / "style.yaml").write_text(yaml.safe_dump(site))
     env = recording_sbatch(tmp_path / "calls", {**os.environ,
                                                 "ADBENCH_SITE": str(tmp_path / "style.yaml")})
@@ -392,6 +398,22 @@ def test_each_gpu_request_style_reaches_slurm(slurm, tmp_path, style, model, req
     assert request_args in " ".join(call["args"]), call["args"]
     job = scontrol(call["job_id"])
     assert job.get(recorded[0]) == recorded[1] and job["JobState"] == "COMPLETED", job
+    if extra and "--exclusive" in extra:
+        assert job.get("OverSubscribe") == "NO", job  # SLURM's word for --exclusive
+
+
+def test_a_set_resources_that_drops_the_gpu_is_refused_before_any_sbatch(slurm, tmp_path):
+    """The site profile's `set-resources: measure: slurm_extra: --exclusive` with the
+    hyphenated type would replace the CUDA cells' --gpus-per-node: refused, naming it."""
+    pipeline_cost.fresh_copy(tmp_path, cold=True)
+    (tmp_path / "cuda.yaml").write_text(yaml.safe_dump(CUDA_CONFIG))
+    env = recording_sbatch(tmp_path / "calls", site_env(tmp_path))
+    done = subprocess.run(snakemake_cmd("cuda.yaml", "--until", "pack", "--set-resources",
+                                        "measure:slurm_extra='--exclusive'"),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0 and "set-resources measure:slurm_extra" in text, text[-3000:]
+    assert "--gpus-per-node=fake-sxm4_1g:1" in text and sbatch_calls(env) == []
 
 
 # A packed job SLURM itself ends midway (scancel here; a node failure or a time limit alike):
@@ -547,3 +569,46 @@ def test_a_restarted_controller_submits_no_cell_twice(restarted):
     assert len(cells) == len(set(cells)) and len(set(cells)) == 3, cells
     logs = [(workdir / RESTART_OUT / c.log_path).read_text() for c in lost_cells(range(3))]
     assert all(log.count("[run_cell") and log.count("started") == 1 for log in logs), logs
+
+
+# A controller sent SIGTERM while its pack runs (scancel of a controller's job, its time
+# limit): it cancels what it submitted, and started again resumes without re-timing a cell.
+TERM_OUT = "results-slurm-term"
+TERM_CONFIG = {**RESTART_CONFIG, "results": TERM_OUT}
+
+
+@pytest.fixture(scope="module")
+def terminated(slurm, tmp_path_factory):
+    workdir = checkout(tmp_path_factory, "term", TERM_CONFIG)
+    env = recording_sbatch(tmp_path_factory.mktemp("sbatch-term"), site_env(workdir))
+    cmd = snakemake_cmd("term.yaml", "--until", "pack")
+    controller = subprocess.Popen(cmd[4:], cwd=workdir, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=env)
+    sent = cut_when_one_cell_is_done(controller, workdir, TERM_OUT,
+                                     lambda job_id: controller.send_signal(signal.SIGTERM))
+    log = controller.communicate(timeout=300)[0]
+    state = scontrol(sent[0])["JobState"] if sent else None
+    raw = {p: p.stat().st_mtime_ns for p in (workdir / TERM_OUT / "raw").rglob("*.parquet")}
+    again = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900,
+                           env=env)
+    kept = all(p.stat().st_mtime_ns == mtime for p, mtime in raw.items())
+    finished = {p.stem for p in raw}
+    return (workdir, sent, controller.returncode, log, state, finished, kept, again,
+            sbatch_calls(env))
+
+
+def test_sigterm_to_the_controller_cancels_its_jobs_and_a_restart_resumes(terminated):
+    workdir, sent, returncode, log, state, finished, kept, again, calls = terminated
+    assert sent, log[-4000:]
+    # cancelled by the controller (scancel), not left running for the next one to refuse
+    assert state == "CANCELLED", (state, log[-4000:])
+    assert returncode != 0 and "Terminating processes on user request" in log, log[-4000:]
+    assert 1 <= len(finished) < 3, finished
+    # started again (no --unlock: it stopped cleanly), it times only the cells not finished,
+    # and those it finished keep their raw files untouched
+    assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+    assert len(calls) == 2, calls
+    resumed = {"seed" + re.search(r"seed=(\d+)", c).group(1)
+               for c in submitted_cells(calls[1:])}
+    assert resumed == {"seed0", "seed1", "seed2"} - finished and kept, (resumed, finished)
+    assert len(cell_files(workdir, TERM_OUT, "raw", ".parquet")) == 3

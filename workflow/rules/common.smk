@@ -210,7 +210,7 @@ if submitting():
         getattr(workflow.execution_settings, "retries", 0)
     )
     _problems += run_config.cluster_settings.limit_problems(
-        RUN.walltimes, packs().pending, CLUSTER["pack_minutes"]
+        RUN.walltimes, CELLS, CLUSTER["pack_minutes"]
     )
     if _problems:
         raise WorkflowError("\n  ".join(["adbench: not submitting:", *_problems]))
