@@ -3,21 +3,9 @@
 
 # What a timing or reference job executes decides whether it re-runs, not when its files were
 # last written: its code files are inputs whose times Snakemake ignores (ancient: they must
-# exist, and adding or dropping one re-runs the job), and its params hold the digests of what
+# exist, and adding or dropping one re-runs the job), and its params hold the digest of what
 # they execute (adbench/code_inputs.py): a comment, a docstring or a reformatting re-runs
 # nothing; an edit of one model's or one task's entry in the spec re-runs its cells alone.
-def executed(code_files):
-    """A job's code files as inputs that date nothing (their digests are its params)."""
-
-    def inputs(wildcards):
-        return [ancient(f) for f in code_files(wildcards)]
-
-    return inputs
-
-
-def executed_digest(code_files):
-    """The params value of a job's code files: one digest of what they execute."""
-    return lambda wildcards: code_inputs.code_digests(code_files(wildcards))
 
 
 rule harness:
@@ -27,13 +15,13 @@ rule harness:
         # run_cell.py runs in the analysis environment: it can record a cell whose own
         # environment could not be built.
         env_inputs(spec.ANALYSIS_ENV),
-        code=executed(harness_code),
+        code=lambda wc: [ancient(f) for f in harness_code(wc)],
     output:
         HARNESS_FILE,
     log:
         tree("logs/harness/{device}/{framework}.log"),
     params:
-        code=executed_digest(harness_code),
+        code=lambda wc: code_inputs.code_digests(harness_code(wc)),
     run:
         write_harness(wildcards, input, output[0], log[0])
 
@@ -96,7 +84,7 @@ rule reference:
     # The float64 ground truth of one model's derivative (numpy, or a float64 torch run).
     input:
         lambda wc: env_inputs(reference_env(wc)),
-        code=executed(reference_code),
+        code=lambda wc: [ancient(f) for f in reference_code(wc)],
     output:
         tree(spec.REFERENCE_PATTERN),
     log:
@@ -112,7 +100,7 @@ rule reference:
         mem_mb=lambda wc, attempt: attempt
         * WORKLOADS.mem_mb(wc.model, spec.REFERENCE_TASK[wc.derivative]),
     params:
-        code=executed_digest(reference_code),
+        code=lambda wc: code_inputs.code_digests(reference_code(wc)),
         spec=lambda wc: code_inputs.cell_digest(wc.model, spec.REFERENCE_TASK[wc.derivative]),
         python=lambda wc: env_python(reference_env(wc)),
         data=lambda wc: data_args(wc.model, spec.REFERENCE_TASK[wc.derivative]),
