@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from adbench import derivatives, schema, spec
+from adbench import cell_record, derivatives, schema, spec
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), os.pardir, "workflow", "scripts")
 RUN_CELL = os.path.join(SCRIPTS, "run_cell.py")
@@ -217,6 +217,7 @@ from adbench import schema
 out = sys.argv[sys.argv.index('--out') + 1]
 open(sys.argv[sys.argv.index('--gradients') + 1], 'w').write('g')
 schema.write_raw(out, {{}}, [], {{'status': {status!r}, 'retime': {retime!r}}})
+sys.exit({code} if {retime!r} and '--retime-status' in sys.argv else 0)  # as measure.py
 """
 
 
@@ -226,7 +227,8 @@ def test_a_record_asking_to_be_retimed_gets_a_line_in_the_killed_log(tmp_path, s
                                                                      retime):
     """measure.py's `retime` (a cuda cell whose framework saw no GPU): a line, as after a
     kill, so the next run re-times the cell; any other record: none."""
-    body = RECORD_BODY.format(scripts=SCRIPTS, status=status, retime=retime)
+    body = RECORD_BODY.format(scripts=SCRIPTS, status=status, retime=retime,
+                              code=cell_record.RETIME_STATUS)
     child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
     done = run_cell(tmp_path, child, env={**os.environ, "SLURM_JOB_ID": "77",
                                           "SLURMD_NODENAME": "gpu-node-3"})
@@ -245,7 +247,8 @@ def test_a_record_asking_to_be_retimed_gets_a_line_in_the_killed_log(tmp_path, s
 def test_a_local_run_goes_on_after_a_cell_that_failed_for_its_device(tmp_path):
     """Outside SLURM the job ends 0 (Snakemake would remove a failed job's files): the cell
     is recorded, and the next run re-times it."""
-    body = RECORD_BODY.format(scripts=SCRIPTS, status="failed", retime="no GPU")
+    body = RECORD_BODY.format(scripts=SCRIPTS, status="failed", retime="no GPU",
+                              code=cell_record.RETIME_STATUS)
     child = [sys.executable, child_script(tmp_path, body), *measure_args(tmp_path)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     done = run_cell(tmp_path, child, env=env)
@@ -299,3 +302,16 @@ def test_the_job_log_ends_with_the_job_wall_time(tmp_path):
     wall = [line for line in done.stderr.splitlines() if "job wall time" in line]
     assert len(wall) == 1 and done.stderr.strip().endswith(wall[0]), done.stderr
     assert float(wall[0].split("job wall time ")[1].split(" s")[0]) >= 0.3
+
+
+def test_measure_exits_once_its_files_are_written_running_the_atexit_handlers(tmp_path):
+    """exit_now skips the interpreter's teardown of a framework's modules (seconds), not the
+    atexit handlers (a compiled cell's cache removed there)."""
+    ran = tmp_path / "ran"
+    code = (f"import sys, atexit; sys.path.insert(0, {str(SCRIPTS)!r}); import measure; "
+            f"atexit.register(lambda: open({str(ran)!r}, 'w').write('yes')); "
+            "print('flushed', end=''); measure.exit_now(3)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 3 and done.stdout == "flushed"
+    assert ran.read_text() == "yes"

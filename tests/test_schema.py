@@ -10,6 +10,7 @@ import pytest
 
 from adbench import schema, spec
 
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "workflow", "scripts")
 EAGER = dataclasses.asdict(spec.Cell("torch", "eager", "mlp512", "backward", "cpu", 2, 3))
 SCRIPT = dataclasses.asdict(spec.Cell("torch", "script", "mlp512", "backward", "cpu", 2, 3))
 EAGER_ROWS = [
@@ -117,3 +118,27 @@ def test_every_file_of_a_cell_honours_the_umask(tmp_path, umask, mode):
         os.umask(before)
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in (raw, grads)} == {
         "c.parquet": oct(mode), "c.npz": oct(mode)}
+
+
+def test_writing_a_raw_file_imports_no_pandas(tmp_path):
+    """A timing job imports its framework, numpy and pyarrow; pa.array would import pandas
+    (0.2-0.8 s of every job) to ask whether the values are pandas objects."""
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); from adbench import schema; "
+            f"schema.write_raw({str(tmp_path / 'r.parquet')!r}, {EAGER!r}, {EAGER_ROWS!r}, "
+            f"{PROVENANCE!r}); print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
+    assert pq.read_table(tmp_path / "r.parquet").num_rows == len(EAGER_ROWS)
+
+
+@pytest.mark.parametrize("column, value", [("threads", 1.5), ("framework", 3),
+                                           ("step_s", "1 s"), ("iteration", True)])
+def test_a_value_of_the_wrong_type_is_refused_naming_it(tmp_path, column, value):
+    cell = {**EAGER, **({column: value} if column in EAGER else {})}
+    rows = [{**row, **({column: value} if column not in EAGER else {})} for row in EAGER_ROWS]
+    with pytest.raises(TypeError, match=repr(value)):
+        schema.raw_table(cell, rows, {"status": "ok"})

@@ -17,7 +17,8 @@ cell is never lost: what the child cannot record itself is recorded here.
   written: Snakemake sees an incomplete job, and the next run (or --rerun-incomplete)
   re-times it.
 - A cell that measure.py recorded for the next run to re-time (provenance `retime`: a cuda
-  cell whose framework saw no GPU, status failed) gets a line in --killed-log too, so the
+  cell whose framework saw no GPU, status failed; measure.py's exit status says so, under
+  the --retime-status this adds) gets a line in --killed-log too, so the
   next run re-times it, as after a kill. In a SLURM job, the job then exits DEVICE_FAILED (3),
   its record written: the node's fault shows as a failed job (SLURM's state, the plugin's
   error and kept log, Snakemake's retries), not as a cell that ended. A local run goes on
@@ -164,19 +165,22 @@ def note_killed(killed_log: str, why: str) -> None:
         f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {why}\n")
 
 
-def retime_asked(measure_argv: list[str]) -> str | None:
-    """Why measure.py's record asks the next run to re-time the cell (`retime`), if it
-    does (a cuda cell whose framework saw no GPU)."""
-    if not outputs_written(measure_argv):
+def retime_asked(measure_argv: list[str], rc: int) -> str | None:
+    """Why measure.py's record asks the next run to re-time the cell (`retime`: a cuda cell
+    whose framework saw no GPU), if its exit status says it does (cell_record.RETIME_STATUS,
+    the only case in which the record is read here: no pyarrow for the others)."""
+    if rc == 0 or not outputs_written(measure_argv):
         return None
     sys.path.insert(0, HERE)
-    from adbench import schema  # noqa: E402  (only now, as in write_record)
+    from adbench import cell_record, schema  # noqa: E402  (only now, as in write_record)
 
+    if rc != cell_record.RETIME_STATUS:
+        return None
     raw = measure_argv[measure_argv.index("--out") + 1]
     try:
-        return schema.read_provenance(raw).get("retime")
-    except (OSError, ValueError):  # not a raw file of ours: nothing asked
-        return None
+        return schema.read_provenance(raw).get("retime") or "measure.py asked, giving no reason"
+    except (OSError, ValueError):  # not a raw file of ours
+        return "measure.py asked, and its raw file could not be read"
 
 
 def where() -> str:
@@ -227,7 +231,7 @@ def build_failure(receipt: str | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args, child = parse_args(sys.argv[1:] if argv is None else argv)
-    child = [*child[:2], *node_cache(child[2:])]
+    child = [*child[:2], *node_cache(child[2:]), "--retime-status"]
     measure_argv = child[2:]  # after "python measure.py"
     log(f"started{' in ' + where() if where() else ''}")
     why = build_failure(args.receipt)
@@ -246,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     timed_out = watch.reason == "budget"
     if rc >= 0 and not timed_out:
-        why = retime_asked(measure_argv) if rc == 0 else None
+        why = retime_asked(measure_argv, rc)
         if why:
             log(f"the next run re-times this cell: {why}")
             note_killed(args.killed_log, f"failed, to re-time: {why}")

@@ -17,6 +17,11 @@ import os
 
 from adbench import derivatives, provenance, schema, spec, timing
 
+# measure.py's exit status, under --retime-status, when its record asks the next run to
+# re-time the cell (provenance `retime`; EX_TEMPFAIL): run_cell.py passes the flag and reads
+# the record only then, so that a cell's supervisor imports no pyarrow in the usual case.
+RETIME_STATUS = 75
+
 
 def parse_args(argv: list[str] | None = None, doc: str | None = None) -> argparse.Namespace:
     """measure.py's arguments, with `description` (spec.CellDescription) read from --cell."""
@@ -33,6 +38,9 @@ def parse_args(argv: list[str] | None = None, doc: str | None = None) -> argpars
                    "iterations done are kept); run_cell.py kills the process at the budget")
     p.add_argument("--cache-dir", default="results/cache", help="compile caches of the "
                    "frameworks (ADBENCH_CACHE_DIR for the backend); default %(default)s")
+    p.add_argument("--retime-status", action="store_true", help=f"exit {RETIME_STATUS} where "
+                   "the record asks the next run to re-time the cell (run_cell.py reads it "
+                   "then); else 0 whatever the cell's status")
     p.add_argument("--out", required=True, help="raw Parquet file to write")
     p.add_argument("--gradients", required=True, help=".npz file for the correctness check: "
                    "loss and gradients, or the Jacobian, at the first batch")
