@@ -85,3 +85,36 @@ def test_relative_links_resolve(page):
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
         if "://" not in target:
             assert (page.parent / target).exists(), f"{page.name} links {target}"
+
+
+# A backquoted name of the harness in docs/design.md: `adbench.x.y`, `x.y` (x a module of
+# adbench), not a file name.
+CODE_NAME = re.compile(r"`((?:adbench\.)?([a-z_]+)((?:\.[A-Za-z_]+)+))`")
+FILE_SUFFIXES = (".py", ".json", ".md", ".yaml", ".smk", ".tex", ".csv", ".j2", ".parquet")
+
+
+def design_names() -> list[str]:
+    modules = {p.stem for p in (REPO / "workflow/scripts/adbench").iterdir()}
+    return [m.group(1) for m in CODE_NAME.finditer((REPO / "docs/design.md").read_text())
+            if m.group(2) in modules and not m.group(1).endswith(FILE_SUFFIXES)]
+
+
+def test_every_name_the_design_cites_exists():
+    """docs/design.md's walks name modules, functions and registries: each resolves, so the
+    page follows the code when a name is changed or removed."""
+    import importlib
+
+    names = design_names()
+    assert "spec.TASKS" in names and "backends.load" in names
+    missing = []
+    for name in dict.fromkeys(names):
+        parts = name.removeprefix("adbench.").split(".")
+        found, rest = importlib.import_module(f"adbench.{parts[0]}"), parts[1:]
+        for attribute in rest:
+            if not hasattr(found, attribute) and hasattr(found, "__path__"):  # a subpackage
+                importlib.import_module(f"{found.__name__}.{attribute}")
+            found = getattr(found, attribute, None)
+            if found is None:
+                missing.append(name)
+                break
+    assert not missing, missing
