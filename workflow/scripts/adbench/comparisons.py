@@ -360,7 +360,9 @@ def compare_all(bootstrap: pd.DataFrame, confidence: float,
     for plans, over in ((improvement_plans(measured, TABLE_STATISTIC), table),
                         (task_ratio_plans(measured, TABLE_STATISTIC), table),
                         (framework_plans(measured, TABLE_STATISTIC), table),
-                        (machine_plans(measured, TABLE_STATISTIC), table),
+                        # Machines compare by the verdicts' statistic (the median step).
+                        (machine_plans(by_claims, claim_defs.VERDICT_STATISTIC),
+                         claim_found),
                         (cheap_gradient_plans(by_claims, claim_defs.VERDICT_STATISTIC),
                          claim_found)):
         made = [m for p in plans if (m := make(over, p, confidence))]

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from adbench import inference
-from adbench.activation_memory import saved_activation_bytes
+from adbench.activation_memory import expected_saved_bytes
 from adbench.schema import QUANTITIES
 from adbench.spec import CELL_FIELDS, TASKS
 
@@ -298,11 +298,13 @@ PER_PROCESS = (KEPT_BY_STEP, KEPT_OVER_SAVED, EPOCH, DEVICE_PROCESS)
 
 
 def saved_activations(cells: pd.DataFrame) -> pd.Series:
-    """Each cell's saved activations' expected bytes at its batch (adbench.activation_memory;
-    NaN where no expectation is stated, or the cell records no batch)."""
+    """Each cell's saved activations' expected bytes for the examples its task
+    differentiates (adbench.activation_memory: the batch, one example for an output
+    Jacobian; NaN where no expectation is stated or it is under the method's floor, or the
+    cell records no batch)."""
     batch = cells.get("batch_size", pd.Series(np.nan, index=cells.index))
-    found = [saved_activation_bytes(m, int(b)) if pd.notna(b) else None
-             for m, b in zip(cells["model"], batch)]
+    found = [expected_saved_bytes(m, t, int(b)) if pd.notna(b) else None
+             for m, t, b in zip(cells["model"], cells["task"], batch)]
     return pd.Series([np.nan if f is None else float(f) for f in found], index=cells.index,
                      dtype=float)
 
