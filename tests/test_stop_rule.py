@@ -39,6 +39,11 @@ def test_median_interval_ranks_match_the_textbook_table():
     assert timing.median_interval_ranks(100) == (40, 61)
 
 
+def test_the_ranks_of_a_million_samples_are_found_near_the_normal_approximation():
+    j, k = timing.median_interval_ranks(10**6)
+    assert abs(j - (500_000 - 1.96 * 500)) < 3 and k == 10**6 + 1 - j
+
+
 def test_the_interval_covers_the_median_of_a_skewed_distribution_95_percent_of_the_time():
     rng = np.random.default_rng(0)
     n, trials, true_median = 25, 4000, 1.0  # lognormal(0, s) has median 1

@@ -47,6 +47,18 @@ CONFIDENCE = 0.95  # of the interval of the median step a precision stop reads
 CHECK_GROWTH = 1.2
 
 
+def binomial_half_cdf(n: int, j: int) -> float:
+    """P(B <= j) for B ~ Binomial(n, 1/2), its terms summed in log space (2**-n underflows
+    past n = 1074) from j down until they no longer add anything: O(sqrt(n)) terms."""
+    log_norm, total = math.lgamma(n + 1) + n * math.log(0.5), 0.0
+    for k in range(j, -1, -1):
+        term = math.exp(log_norm - math.lgamma(k + 1) - math.lgamma(n - k + 1))
+        total += term
+        if term <= total * 1e-17:
+            break
+    return total
+
+
 @functools.cache
 def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:
     """The 1-based ranks (j, n+1-j) of the order statistics that bound a distribution-free
@@ -54,15 +66,14 @@ def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, 
     misses the median only when fewer than j samples lie below it or fewer than j above,
     each of binomial(n, 1/2) probability P(B <= j-1), so j is the largest with
     P(B <= j-1) <= (1 - confidence)/2.  None where even (x_1, x_n) falls short (n < 6 at
-    95 %).  The binomial terms are summed in log space (2**-n underflows past n = 1074)."""
+    95 %).  The search starts at the normal approximation and steps to the exact rank."""
     tail = (1.0 - confidence) / 2
-    log_norm = math.lgamma(n + 1) + n * math.log(0.5)
-    below, j = 0.0, 0
-    while j <= n // 2:
-        term = math.exp(log_norm - math.lgamma(j + 1) - math.lgamma(n - j + 1))
-        if below + term > tail:
-            break
-        below, j = below + term, j + 1
+    z = statistics.NormalDist().inv_cdf(1.0 - tail)
+    j = min(n // 2, max(0, math.floor(n / 2 - z * math.sqrt(n) / 2)))
+    while j > 0 and binomial_half_cdf(n, j - 1) > tail:
+        j -= 1
+    while j < n // 2 and binomial_half_cdf(n, j) <= tail:
+        j += 1
     return None if j == 0 else (j, n + 1 - j)
 
 
