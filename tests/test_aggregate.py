@@ -160,9 +160,9 @@ def test_a_cells_record_carries_why_it_stopped_and_how_busy_the_machine_was(tmp_
     description = spec.CellDescription.of("torch", "eager", "mlp512", stop="precision",
                                           min_iterations=10, precision=0.02, measure_s=5.0)
     timed = timing.Timed([], "budget", 0.031, [
-        {"iterations": 40, "busy": True, "other_cores": 0.9},
+        {"iterations": 40, "busy": True, "other_cores": 0.9, "kept": False},
         {"iterations": 40, "busy": True, "other_cores": 0.7, "steal_cores": 0.0,
-         "loadavg_1m": 2.5, "cpu_mhz": None, "window_s": 1.2}])
+         "loadavg_1m": 2.5, "cpu_mhz": None, "window_s": 1.2, "kept": True}])
     info = {**cell_record.starting_info(description, None), **timing.stop_record(timed)}
     raw = tmp_path / description.cell.raw_path
     cell_record.write_cell(str(raw), str(tmp_path / "g.npz"), description, info, "ok", "", [])

@@ -238,3 +238,15 @@ def test_a_machine_that_stays_busy_is_re_timed_a_bounded_number_of_times_then_ma
     assert record["busy"] is True and record["busy_retimed"] == 2
     assert record["load_other_cores"] == 0.8  # the kept attempt's reading
     assert len(timed.rows) == 2 + 4
+
+
+def test_a_re_timing_cut_short_by_the_deadline_keeps_the_complete_attempt_before():
+    clock = Clock()
+    stepper = PlantedSteps(clock, lambda i: 1.0)
+    timed = timing.time_cell(stepper, 1, timing.StopRule.fixed(4), clock=clock, deadline=6.5,
+                             load=PlantedLoad([1.0, 1.0], retimes=1))
+    # Warm-up 1 s, the busy attempt 4 s, then the deadline cuts the re-timing after 2.
+    assert timed.stop_reason == "fixed" and timed.busy is True
+    assert [a["kept"] for a in timed.attempts] == [True, False]
+    assert [r["iteration"] for r in timed.rows] == [0, 1, 2, 3, 4]
+    assert timing.stop_record(timed)["busy_retimed"] == 1

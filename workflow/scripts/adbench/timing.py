@@ -5,8 +5,8 @@ one iteration and returns the timed quantities in seconds, reading `clock()` onl
 device is synchronised.  Nothing is averaged here; statistics are computed downstream.
 
 The memory a step needs is read here too, around the measured phase and outside the clock:
-`ProcessMemory` takes its baseline at the start of the measured phase (`time_iterations`
-calls its `at_measured` hook between the last warm-up iteration and the first measured one)
+`ProcessMemory` takes its baseline at the start of the measured phase (`time_cell` calls
+its `at_measured` hook between the last warm-up iteration and the first measured one)
 after releasing what the previous step keeps and returning freed memory to the system
 (glibc's malloc_trim(0), and the framework's own equivalent), so that warm-up's freed pages
 do not hide the step; once the last step returned it reads the peak, what is still resident
@@ -154,9 +154,14 @@ class Timed:
     attempts: list[dict] = dataclasses.field(default_factory=list)
 
     @property
+    def kept(self) -> dict:
+        """The kept attempt's record ({} where none ran)."""
+        return next((a for a in self.attempts if a.get("kept")), {})
+
+    @property
     def busy(self) -> bool | None:
         """Whether the kept attempt ran while the machine was busy (None: not judged)."""
-        return self.attempts[-1].get("busy") if self.attempts else None
+        return self.kept.get("busy")
 
 
 def _row(iteration: int, phase: str, sample: dict, traces) -> dict:
@@ -214,7 +219,9 @@ def time_cell(
     `load` (machine_load.BusyRule, or None: not watched) reads what the rest of the machine
     did during each measured attempt; an attempt it judges busy is measured again, at most
     load.retimes times, from the same first measured iteration.  The last attempt is kept
-    (its rows, marked busy or not); each attempt's reading is in `attempts`."""
+    (its rows, marked busy or not), unless the process's deadline cut a re-timing short:
+    the complete attempt before it is kept then.  Each attempt's reading is in `attempts`,
+    `kept` marking the one whose rows are returned."""
     rows = []
     for iteration in range(warmup):
         if deadline is not None and iteration and clock() >= deadline:
@@ -240,20 +247,25 @@ def time_cell(
             record.update(window.stop())
             record["busy"] = load.busy(record)
         timed.attempts.append(record)
-        kept = measured
+        if attempt and reason == "timeout":  # a re-timing cut short: the one before stays
+            record["kept"] = False
+            break
+        for earlier in timed.attempts[:-1]:
+            earlier["kept"] = False
+        record["kept"], kept, kept_reason = True, measured, reason
         if not record.get("busy") or reason == "timeout":
             break
         if progress is not None:
             progress(f"busy machine: {load.describe(record)}")
     timed.rows = rows + kept
-    timed.stop_reason = reason
+    timed.stop_reason = kept_reason
     timed.precision_reached = median_precision([r["step_s"] for r in kept])
     return timed
 
 
 def stop_record(timed: Timed) -> dict:
     """A timed loop's fields of the raw file's metadata (schema.MEASURING_FIELDS)."""
-    kept = timed.attempts[-1] if timed.attempts else {}
+    kept = timed.kept
     return {
         "stop_reason": timed.stop_reason,
         "precision_reached": timed.precision_reached,
