@@ -106,9 +106,11 @@ MEASURING_FIELDS = {
             "cell's CPUs (or steal as much) during the kept measured phase, after "
             "workload.busy_retimes re-timings; None: not judged",
     "busy_retimed": "how many times the measured phase was measured again for a busy machine",
-    "measured_attempts": "one record per measured attempt (the kept one last): iterations, "
-                         "stop_reason, median_step_s, busy and the load_* readings",
-    "load_window_s": "the kept measured phase's length, seconds (monotonic clock)",
+    "measured_attempts": "one record per measured attempt, in order: iterations, "
+                         "stop_reason, median_step_s, busy, the load_* readings, and kept "
+                         "(whose rows the file holds: the last, unless the process's budget "
+                         "cut a re-timing short)",
+    "load_window_s": "the kept measured attempt's length, seconds (monotonic clock)",
     "load_cpus": "the CPUs the cell could run on (its affinity), over which the load is read",
     "load_own_cpu_s": "the cell's own process CPU time over the window, seconds",
     "load_other_cpu_s": "CPU time other processes took on those CPUs over the window "
