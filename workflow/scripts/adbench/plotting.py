@@ -39,14 +39,16 @@ def legend_rows(fig) -> float:
 
 
 def figure_tables(figure: str) -> list:
-    """The tables a figure of the study's tables draws: those with the study's published
-    numbers where it has any (the Jacobian figure: the study's Tables 3-5, not every model's
-    Jacobian of the appendix), else every table drawn in it."""
+    """The tables a figure of the study's tables draws: every table its declaration's rule
+    picks, or, for a figure declared published_only, those with the study's published
+    numbers where there are any (the Jacobian figure: the study's Tables 3-5, not every
+    model's Jacobian of the appendix)."""
+    from adbench.sections import figures as declared
     from adbench.tables import tables_drawn_in
 
     drawn = tables_drawn_in(figure)
     published = [t for t in drawn if t.published]
-    return published if figure == "jacobians" and published else drawn
+    return published if declared.by_name(figure).published_only and published else drawn
 
 
 # ----------------------------------------------------------------------------- printed size

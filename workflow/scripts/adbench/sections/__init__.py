@@ -25,6 +25,9 @@ class Figure:
     # The spec tables it draws (the paper places it after the first and cites it in each
     # caption); None: it draws none of the spec's tables.
     draws: Callable[[Any], bool] | None = None
+    # Of those, only the tables with the study's published numbers where there are any
+    # (the others' conditions are in the appendix tables).
+    published_only: bool = False
     # How the paper includes it: its option of render_paper.py (--<option>) and the context
     # key its section reads ({file, width}); a figure of tables is listed in table_figures.
     paper_option: str | None = None
