@@ -22,16 +22,15 @@ rule figures:
         python=env_python(spec.ANALYSIS_ENV),
         first=config["figures"]["first_iterations"],
         confidence=config["statistics"]["confidence"],
-        # --<name>-out for the files of every declared figure but the first iterations'
+        # --out for the figure every run draws, --<name>-out for each other declared one
         figures=lambda w, output: " ".join(
-            f"--{f.out_option} {output[f'{f.name}_{ext}']}"
+            f"--{'out' if f.name == declared_figures.ALWAYS else f.out_option} "
+            f"{output[f'{f.name}_{ext}']}"
             for f in declared_figures.FIGURES
-            if f.name != declared_figures.ALWAYS
             for ext in ("pdf", "png")
         ),
     shell:
         "{params.python} {input.code[0]} --iterations {input.iterations} "
-        "--first {params.first} --out {output.first_iterations_pdf} "
-        "--out {output.first_iterations_png} --summary {input.summary} --cells {input.cells} "
+        "--first {params.first} --summary {input.summary} --cells {input.cells} "
         "--published report/published {params.figures} "
         "--conditions {input.conditions} --confidence {params.confidence} > {log} 2>&1"
