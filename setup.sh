@@ -2,9 +2,12 @@
 # The one install step (README). Installs the driver (snakemake, uv, test tools) into this
 # Python, and TeX Live for the paper where it can (Debian/Ubuntu, as root).
 #   ./setup.sh          what `snakemake --cores 8` needs; framework envs are built by the
-#                       pipeline itself from envs/*.yaml on first run (into .venvs/)
-#   ./setup.sh --test   also installs the framework and analysis pins into this Python, for
-#                       the test suite and for `--config environments=current`, and (as root)
+#                       pipeline itself from envs/*.yaml on first run (into .venvs/); and
+#                       the analysis pins into this Python, for the configs that analyse
+#                       here (environments: current: config/machines-example.yaml, the
+#                       example trees' configs) and the plan (plan_campaign.py)
+#   ./setup.sh --test   also installs the framework pins into this Python, for the test
+#                       suite and for `--config environments=current`, and (as root)
 #                       SLURM's packages for the cluster tests
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,18 +18,20 @@ MODE=${1:-}
 say "driver: $($PYTHON --version) -> requirements.txt"
 $PYTHON -m pip install --quiet -r requirements.txt
 
-if [ "${1:-}" = "--test" ]; then
-  say "frameworks and analysis into this Python (pins from envs/*.yaml)"
-  reqs=$(mktemp)
-  $PYTHON workflow/scripts/build_env.py --print-requirements \
-    envs/torch.yaml envs/tensorflow.yaml envs/analysis.yaml | sort -u > "$reqs"
-  links=()
-  for link in ${PIP_FIND_LINKS:-}; do links+=(--find-links "$link"); done
-  # uv ignores pip's configuration, hence pip's find-links passed on explicitly.
-  $PYTHON -m uv pip install --quiet --compile-bytecode --python "$($PYTHON -c 'import sys; print(sys.executable)')" \
-    "${links[@]}" -r "$reqs"
-  rm -f "$reqs"
-fi
+# The analysis pins always (an analysis-only config runs its tables, figures and paper in
+# this Python); the frameworks' too for the tests.
+PINS="envs/analysis.yaml"
+[ "$MODE" = "--test" ] && PINS="envs/torch.yaml envs/tensorflow.yaml $PINS"
+say "into this Python: the pins of $PINS"
+reqs=$(mktemp)
+# shellcheck disable=SC2086
+$PYTHON workflow/scripts/build_env.py --print-requirements $PINS | sort -u > "$reqs"
+links=()
+for link in ${PIP_FIND_LINKS:-}; do links+=(--find-links "$link"); done
+# uv ignores pip's configuration, hence pip's find-links passed on explicitly.
+$PYTHON -m uv pip install --quiet --compile-bytecode --python "$($PYTHON -c 'import sys; print(sys.executable)')" \
+  "${links[@]}" -r "$reqs"
+rm -f "$reqs"
 
 # apt_install WHAT ALREADY_PRESENT_TEST WITHOUT_IT PACKAGES...: Debian/Ubuntu packages, as
 # root; elsewhere say what is missing, what fails without it and how to install it.
