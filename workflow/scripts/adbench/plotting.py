@@ -4,8 +4,8 @@ A figure is drawn at the size it is printed (the paper includes it at its own wi
 wider than the text), so a font size set here is the size a reader sees: no text below
 MIN_FONT_PT.  A figure has at most MAX_PANELS panels.  The figures that draw the study's
 tables draw those with its published numbers (the others' conditions are in the appendix
-tables).  Matplotlib is imported by the figure scripts, not here (render_paper reads the
-sizes without it).
+tables).  Matplotlib is imported by the figures' modules (adbench/sections/drawing.py and
+figure_*.py), not here (render_paper reads the sizes without it).
 """
 
 from __future__ import annotations
