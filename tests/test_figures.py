@@ -396,3 +396,21 @@ def test_a_figure_of_many_models_keeps_six_panels_at_most(tmp_path):
     made_for_print(fig, tmp_path)
     with pytest.raises(AssertionError):
         drawing.grid(plotting.MAX_PANELS + 1, 3, 1.0, 1.0)
+
+
+def test_every_declared_figure_has_its_module_and_captions():
+    """Each declaration names what the rules, the paper and the report read: a module with
+    draw(), the report's caption (report/captions/<name>.rst), the paper's caption template
+    where the paper prints it beside tables, and a figure of tables draws at least one."""
+    import importlib
+
+    from adbench.sections import figures as declared
+
+    root = Path(__file__).resolve().parents[1] / "report"
+    for figure in declared.FIGURES:
+        assert callable(importlib.import_module(figure.module).draw), figure.name
+        assert (root / "captions" / f"{figure.report_caption}.rst").is_file(), figure.name
+        if figure.draws is not None:
+            assert (root / figure.caption_tex).is_file(), figure.name
+            assert tables.tables_drawn_in(figure.name), figure.name
+    assert tables.FIGURES_OF_TABLES == tuple(f.name for f in declared.of_tables())
