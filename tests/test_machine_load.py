@@ -69,6 +69,17 @@ def test_busy_is_more_than_the_share_and_more_than_a_readings_resolution():
     assert machine_load.BusyRule(None, 0).busy({**quiet, "other_cores": 5.0}) is None
 
 
+def test_other_processes_on_the_cores_a_cell_leaves_spare_do_not_make_it_busy():
+    """A one-thread cell free to run on two CPUs: a job taking the other core whole leaves
+    its own alone; more than that, by the share, contends with it."""
+    rule = machine_load.BusyRule(0.25, 1, cell_cores=1)
+    beside = {"other_cores": 1.0, "steal_cores": 0.0, "resolution_cores": 0.01, "cpus": 2}
+    assert rule.busy(beside) is False
+    assert rule.busy({**beside, "other_cores": 1.5}) is True
+    # Two threads on two CPUs leave none spare: the same job contends.
+    assert machine_load.BusyRule(0.25, 1, cell_cores=2).busy(beside) is True
+
+
 # ------------------------------------------------------------------ a real busy process
 def spin(core: int, seconds: float) -> None:
     os.sched_setaffinity(0, {core})

@@ -61,12 +61,14 @@ def loop_deadline(budget_s: float | None) -> float | None:
     return time.perf_counter() + budget_s - reserve - (time.time() - started)
 
 
-def busy_rule(workload: spec.Workload) -> machine_load.BusyRule:
+def busy_rule(workload: spec.Workload, threads: int) -> machine_load.BusyRule:
     """The workload's busy rule: the machine's load is read around every measured phase,
-    and judged where the workload states a busy_share."""
+    and judged where the workload states a busy_share, on the cores the cell's threads
+    need (other processes on the CPUs it leaves spare do not compete with it)."""
     judged = workload.busy_share is not None
     return machine_load.BusyRule(workload.busy_share,
-                                 workload.busy_retimes if judged else 0)
+                                 workload.busy_retimes if judged else 0,
+                                 cell_cores=threads)
 
 
 def check_threads(reported: dict, wanted: int) -> None:
@@ -179,7 +181,7 @@ def measure(args: argparse.Namespace) -> int:
         timed = timing.time_cell(prepared, workload.warmup, timing.StopRule.of(workload),
                                  progress=log, deadline=loop_deadline(args.budget_s),
                                  at_measured=at_measured, traces=prepared.traces,
-                                 load=busy_rule(workload))
+                                 load=busy_rule(workload, cell.threads))
         rows = with_sequence_lengths(timed.rows, workload)
         phases["timed_loop_s"] = time.perf_counter() - t
         info.update(memory.stop())  # the last step has returned: what it still holds

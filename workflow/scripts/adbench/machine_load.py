@@ -136,6 +136,10 @@ class BusyRule:
     retimes: int
     cpus: tuple[int, ...] | None = None  # None: the process's affinity at each window
     paths: dict = dataclasses.field(default_factory=dict)
+    # The cores the cell's own threads use: of the CPUs it may run on, the others are spare,
+    # and what other processes take there does not compete with it (a reference job on the
+    # second core of two beside a one-thread cell).  Judged is what they take beyond them.
+    cell_cores: int | None = None
 
     def window(self) -> Window:
         return Window.start(self.cpus, **self.paths)
@@ -144,10 +148,18 @@ class BusyRule:
         """None where nothing is judged, or the counters could not be read."""
         if self.max_other_cores is None or reading.get("other_cores") is None:
             return None
-        taken = max(reading["other_cores"], reading["steal_cores"] or 0.0)
+        taken = max(self.contended(reading), reading["steal_cores"] or 0.0)
         return taken > max(self.max_other_cores, reading["resolution_cores"])
 
+    def contended(self, reading: dict) -> float:
+        """The cores other processes took beyond the CPUs the cell leaves spare."""
+        spare = 0 if self.cell_cores is None else max(0, reading["cpus"] - self.cell_cores)
+        return max(0.0, reading["other_cores"] - spare)
+
     def describe(self, reading: dict) -> str:
+        spare = ("" if self.cell_cores is None else
+                 f", the cell's {self.cell_cores} thread(s) leaving the rest spare")
         return (f"other processes took {reading['other_cores']:.2f} core(s) and steal "
                 f"{reading['steal_cores']:.2f} of {reading['cpus']} CPU(s) over "
-                f"{reading['window_s']:.2f} s (more than {self.max_other_cores} is busy)")
+                f"{reading['window_s']:.2f} s{spare} (more than {self.max_other_cores} "
+                f"of a core beyond the spare ones is busy)")
