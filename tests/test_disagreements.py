@@ -164,7 +164,7 @@ def test_a_studys_flop_rate_within_one_core_here_refutes_it():
 
 def test_the_flop_rate_without_a_measured_peak_is_not_testable():
     hit = outcome(eager_mlp(3000.0), "flop_rate")
-    assert hit["verdict"] == disagreements.NOT_TESTABLE and "matmul peak" in hit["text"]
+    assert hit["verdict"] == disagreements.NOT_TESTABLE and "matrix-multiply peak" in hit["text"]
 
 
 # ----------------------------------------------------------------------------- (c) backward
@@ -204,7 +204,7 @@ def test_tf_functions_step_less_its_forward_is_the_stated_method():
     assert outcome(small, "backward")["verdict"] == disagreements.REFUTED
     absent = outcome(compiled("tensorflow", "graph", 1200.0, study=538), "backward")
     assert absent["verdict"] == disagreements.NOT_TESTABLE
-    assert "forward cells of the model (task forward)" in absent["text"]
+    assert "forward cells of the model (the forward task)" in absent["text"]
     assert absent["text"].endswith(": [512]")
 
 
@@ -291,6 +291,20 @@ def test_the_jacobians_rows_scale_each_task_by_its_own_time():
     assert hit["verdict"] == disagreements.EXPLAINS
     assert "row by row $\\times$100 by rows (10 of 1000): 1.00" in hit["text"]
     assert "vectorised $\\times$100 by rows (10 of 1000): 0.111" in hit["text"]
+    # the row names row by row, our nearest: its number needs no task named
+    assert "explained by J $\\times$100: 1.00" in resnet(0.45, 0.05)["rows"][0]["explanation"]
+
+
+def test_a_jacobian_number_from_the_task_the_row_does_not_name_names_its_task():
+    """Vectorised (1.0 s) is our nearest to the study's 44.9 s, so the row names it; row by
+    row x100 (0.45 s, 45 s) explains it and the row's number says so, while the vectorised
+    task's own x100 (100 s) stays its own."""
+    found = resnet(0.45, 1.0)
+    assert "Jacobian, vectorised" in found["rows"][0]["where"]
+    assert ("explained by J Jacobian, row by row $\\times$100: 1.00"
+            in found["rows"][0]["explanation"])
+    own = outcome(found, "jacobian")["text"]
+    assert "vectorised $\\times$100 by rows (10 of 1000): 2.23" in own
 
 
 def test_a_jacobian_no_scaling_brings_within_the_factor_is_refuted():

@@ -37,8 +37,9 @@ first_steps  the study's means over a trial's batches kept their first iteration
 threads      the study's unstated thread count: our same condition at another thread count,
              on the cores this machine has.
 jacobian     the Jacobian's size: our Jacobian of fewer rows (and a smaller input, the study's
-             presumed one) scaled up, each of our Jacobian tasks by its own time, never one
-             task's time with another's.
+             presumed one) scaled up (findings.jacobian_scalings, the appendix's factors),
+             each of our Jacobian tasks by its own time, never one task's time with
+             another's; a number from the task the row does not name says which task.
 The section reads the tidy tables and the study's text, and where given the cells, the
 matmul peak (scaling.read_peaks) and the per-condition estimates (conditions.parquet); a test
 whose input is not given says so.  Text escaped for LaTeX.
@@ -52,7 +53,7 @@ from typing import Callable
 
 import pandas as pd
 
-from adbench import flops
+from adbench import findings, flops
 from adbench import formatting as fmt
 from adbench.formatting import latex
 from adbench.machines_section import block_namer
@@ -247,8 +248,7 @@ def by_flop_rate(pair, run: Run) -> Outcome | None:
     ours_peak = peak_of(run.peak or {}, "cpu", threads)
     if not per_thread > 0 or not ours_peak > 0:
         at = "one thread" + (f" and at {fmt.threads_text(threads)}" if threads > 1 else "")
-        return needs("flop_rate", f"this machine's measured matmul peak at {at}, given to "
-                                  "the section")
+        return needs("flop_rate", f"this machine's measured matrix-multiply peak at {at}")
     seconds = pair["study"] / fmt.unit_scale(pair["table"].unit)
     rate = counted / seconds / 1e9
     cores = rate / per_thread
@@ -304,8 +304,8 @@ def compiled_backward(pair, run: Run) -> tuple[float, str] | Outcome:
     forward = condition_mean(run, r, "forward", "step_s", unit)
     label = column_label(r["framework"], r["mode"])
     if not forward > 0:
-        return needs("backward", f"{label}'s forward cells of the model (task forward), their "
-                                 "mean steps given to the section",
+        return needs("backward", f"{label}'s forward cells of the model (the forward task) "
+                                 "and the run's per-condition estimates of their mean steps",
                      model_label(r["model"]))
     if not step > forward:
         return needs("backward", f"a {label} step longer than its forward",
@@ -392,48 +392,31 @@ def by_threads(pair, run: Run) -> Outcome | None:
 
 
 # -- (f) the Jacobian's size, per task
-def rows_used(model: str, cells: pd.DataFrame | None) -> int:
-    default = MODELS[model].n_jacobian_rows
-    if cells is None or "jacobian_rows" not in cells:
-        return default
-    mine = cells[(cells["model"] == model)
-                 & cells["task"].map(lambda t: TASKS[t].derivative == "jacobian")]
-    used = set(mine["jacobian_rows"].dropna().astype(int))
-    return used.pop() if len(used) == 1 else default
-
-
-def scalings(model: str, study: dict, cells) -> list[tuple[str, float]]:
-    """The study's Jacobian over ours: by its rows alone, and by rows and input size where
-    the study's input (presumed) is larger; none where ours is the study's size."""
-    spec = MODELS[model]
-    rows = rows_used(model, cells)
-    by_rows = spec.n_outputs / rows if rows < spec.n_outputs else 1.0
-    found = [(f"rows ({rows} of {spec.n_outputs})", by_rows)] if by_rows > 1 else []
-    shape = study.get("study_input_shape", {}).get(model)
-    if shape and math.prod(shape) != math.prod(spec.input_shape):
-        both = by_rows * math.prod(shape) / math.prod(spec.input_shape)
-        found.append((("rows and " if by_rows > 1 else "") + f"input ({fmt.shape_text(shape)}"
-                      f" for {fmt.shape_text(spec.input_shape)})", both))
-    return found
-
-
 def by_jacobian_size(pair, run: Run) -> Outcome | None:
     r = pair["ours"]
     if pair["what"] != "mean" or TASKS[r["task"]].derivative != "jacobian":
         return None
-    scaled = scalings(r["model"], run.study, run.cells)
+    shape = run.study.get("study_input_shape", {}).get(r["model"])
+    scaled = findings.jacobian_scalings(r["model"], shape, run.cells)
     if not scaled:
         return None  # ours is the study's size: nothing to scale
-    tried = []
-    for _, mine in pair["block"].iterrows():
-        for words, factor in scaled:
-            tried.append((abs(math.log(mine["mean"] * factor / pair["study"])),
-                          mine["mean"] * factor / pair["study"],
-                          f"{task_label(mine['task'])} ×{fmt.factor(factor)} by {words}"))
-    tried.sort()
-    outcome = verdict_of("jacobian", tried[0][1], tried[0][2])
-    rest = "; ".join(f"{t}: {fmt.ratio(v)}" for _, v, t in tried[1:])
-    return dataclasses.replace(outcome, text=outcome.text + (f" (also {rest})" if rest else ""))
+    # each of our Jacobian tasks scaled by its own time, named with it
+    tried = sorted(
+        ((abs(math.log(scaling.of(mine["mean"]) / pair["study"])),
+          scaling.of(mine["mean"]) / pair["study"], mine["task"], scaling)
+         for _, mine in pair["block"].iterrows() for scaling in scaled),
+        key=lambda t: t[0])
+    _, ratio, task, scaling = tried[0]
+    outcome = verdict_of("jacobian", ratio, scaled_words(task, scaling))
+    rest = "; ".join(f"{scaled_words(t, k)}: {fmt.ratio(v)}" for _, v, t, k in tried[1:])
+    # the row names our nearest task: a number from the other task says which it is
+    which = "" if task == r["task"] else f"{task_label(task)} "
+    return dataclasses.replace(outcome, text=outcome.text + (f" (also {rest})" if rest else ""),
+                               short=f"{which}×{fmt.factor(scaling.factor)}: {outcome.short}")
+
+
+def scaled_words(task: str, scaling: findings.Scaling) -> str:
+    return f"{task_label(task)} ×{fmt.factor(scaling.factor)} by {scaling.words}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -454,10 +437,11 @@ TESTS = (
          "their ratios share one factor within 2×, and the number held out divided by it is "
          "within 2×", by_machine),
     Test("flop_rate", "F", "FLOP rate",
-         "the study's number and the FLOP count at its sizes; this machine's matmul peak per "
-         "thread", "the study's implied rate exceeds our peak at our thread count (its number "
-         "needs more of this machine's cores), and ours sped up by the cores it lacks is "
-         "within 2×", by_flop_rate),
+         "the study's number and the FLOP count at its sizes; this machine's measured "
+         "matrix-multiply peak per thread",
+         "the study's implied rate exceeds our peak at our thread count (its number needs "
+         "more of this machine's cores), and ours sped up by the cores it lacks is within 2×",
+         by_flop_rate),
     Test("backward", "B", "compiled column as backward",
          "TorchScript's backward cells; tf.function's step and forward cells",
          "our compiled backward (or the improvement built on it) within 2×", by_backward),

@@ -8,6 +8,7 @@ product (adbench.comparisons: every pooled ratio is its); text arrives LaTeX-esc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -270,12 +271,48 @@ def jacobian_rows_used(cells, model: str) -> int:
     return used.pop() if len(used) == 1 else default
 
 
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """One way to scale our Jacobian of a model up to the study's size: what it scales
+    ("rows", "rows and input"), the sizes (the study's against ours), and by how much."""
+
+    what: str
+    sizes: str
+    factor: float
+
+    @property
+    def words(self) -> str:
+        return f"{self.what} ({self.sizes})"
+
+    def of(self, seconds: float) -> float:
+        """A task's own time at the study's size (linear in what it scales): an estimate."""
+        return seconds * self.factor
+
+
+def jacobian_scalings(model: str, study_shape, cells=None) -> list[Scaling]:
+    """Our Jacobian scaled to the study's: by its rows alone, then by rows and input size where
+    the study's input (`study_shape`, presumed) is larger; none where ours is the study's
+    size. A scaling multiplies one task's own time, never another task's."""
+    spec = MODELS[model]
+    rows = jacobian_rows_used(cells, model)
+    by_rows = spec.n_outputs / rows if rows < spec.n_outputs else 1.0
+    found = [Scaling("rows", f"{rows} of {spec.n_outputs}", by_rows)] if by_rows > 1 else []
+    if study_shape and math.prod(study_shape) != math.prod(spec.input_shape):
+        both = by_rows * math.prod(study_shape) / math.prod(spec.input_shape)
+        found.append(Scaling("rows and input" if by_rows > 1 else "input",
+                             f"{fmt.shape_text(study_shape)} for "
+                             f"{fmt.shape_text(spec.input_shape)}", both))
+    return found
+
+
 def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
     """Per table with the model and published numbers: what was scaled down, by how much, the
-    closest of our cells to each published number, and a labelled full-size extrapolation."""
+    closest of our cells to each published number with that same cell scaled up (each
+    scaling of jacobian_scalings), and every Jacobian of ours scaled up, labelled."""
     spec = MODELS[model]
     rows_factor = spec.n_outputs / jacobian_rows_used(cells, model)
     input_factor = math.prod(study_shape) / math.prod(spec.input_shape)
+    scalings = jacobian_scalings(model, study_shape, cells)
     out = []
     for table in TABLES:
         ours, published = data[table.name]["ours"], data[table.name]["published"]
@@ -284,9 +321,6 @@ def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
             continue
         study = published_times(published, table)
         mine = our_times(ours[ours["model"] == model], table)
-        extrapolated = [
-            {**c, "s": c["s"] * rows_factor * input_factor} for c in mine if c["jacobian"]
-        ]
         slow, fast = max(study, key=lambda s: s["s"]), min(study, key=lambda s: s["s"])
         out.append(
             {
@@ -303,15 +337,24 @@ def scaled_down(model: str, study_shape, data: dict, cells=None) -> list[dict]:
                 "study_rows": spec.n_outputs,
                 "rows_factor": fmt.factor(rows_factor),
                 "both_factor": fmt.factor(rows_factor * input_factor),
-                "closest": [closest(s, mine, extrapolated) for s in study],
+                "scalings": [scaling_text(k) for k in scalings],
+                "closest": [closest(s, mine, scalings) for s in study],
                 "extrapolated": [
-                    {"label": c["label"], "s": fmt.number(c["s"])} for c in extrapolated
+                    {**scaling_text(k),
+                     "cells": [{"label": c["label"], "s": fmt.number(k.of(c["s"]))}
+                               for c in mine if c["jacobian"]]}
+                    for k in scalings
                 ],
                 "block": first_block_heading(ours[ours["model"] == model]),
                 "measured": bool(mine),
             }
         )
     return out
+
+
+def scaling_text(scaling: Scaling) -> dict:
+    return {"what": latex(scaling.what), "sizes": latex(scaling.sizes),
+            "words": latex(scaling.words), "factor": fmt.factor(scaling.factor)}
 
 
 def published_times(published: pd.DataFrame, table: TableInfo) -> list[dict]:
@@ -335,6 +378,7 @@ def our_times(ours: pd.DataFrame, table: TableInfo) -> list[dict]:
         {
             "label": latex(f"{tbl.column_label(r.framework, r.mode)}, {task_label(r.task)}"),
             "pair": (r.framework, r.mode),
+            "task": r.task,
             "s": r.mean / fmt.unit_scale(table.unit),
             "jacobian": TASKS[r.task].derivative == "jacobian",
         }
@@ -342,26 +386,23 @@ def our_times(ours: pd.DataFrame, table: TableInfo) -> list[dict]:
     ]
 
 
-def closest(published: dict, mine: list, extrapolated: list) -> dict:
-    """Our measured condition and our extrapolated one nearest a published time, in ratio
-    terms, of the published row's own framework and mode only (never another's)."""
+def closest(published: dict, mine: list, scalings: list[Scaling]) -> dict:
+    """Our measured condition nearest a published time, in ratio terms, of the published
+    row's own framework and mode only (never another's); and that same condition scaled up
+    by each scaling, a Jacobian task scaled by its own time only."""
+    na = {"label": fmt.NA, "s": fmt.NA, "ratio": fmt.NA}
+    cells = [c for c in mine if c["pair"] == published["pair"]]
+    best = min(cells, key=lambda c: abs(math.log(c["s"] / published["s"])), default=None)
 
-    def nearest(cells):
-        cells = [c for c in cells if c["pair"] == published["pair"]]
-        if not cells:
-            return {"label": fmt.NA, "s": fmt.NA, "ratio": fmt.NA}
-        best = min(cells, key=lambda c: abs(math.log(c["s"] / published["s"])))
-        return {
-            "label": best["label"],
-            "s": fmt.number(best["s"]),
-            "ratio": fmt.ratio(best["s"] / published["s"]),
-        }
+    def seconds(value: float) -> dict:
+        return {"s": fmt.number(value), "ratio": fmt.ratio(value / published["s"])}
 
     return {
         "study": published["label"],
         "study_s": published["text"],
-        "measured": nearest(mine),
-        "extrapolated": nearest(extrapolated),
+        "measured": {"label": best["label"], **seconds(best["s"])} if best else na,
+        "scaled": [seconds(k.of(best["s"])) if best and best["jacobian"] else na
+                   for k in scalings],
     }
 
 
