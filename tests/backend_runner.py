@@ -72,6 +72,11 @@ def main(framework: str, cells_file: str, outdir: str) -> int:
     with open(cells_file) as f:
         cells = json.load(f)
     backend = backends.load(framework)
+    # The registry loaded here, with the framework, is the one the declaration asks for.
+    problems = backends.capabilities(framework).registry_problems(backend.tasks)
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 1
     summary = {"threads_reported": backend.configure_threads(1),
                "versions": backend.versions(), "cells": []}
     for k, cell in enumerate(cells):

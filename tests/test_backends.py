@@ -15,18 +15,21 @@ the study's models is the extended tier (pytest -m extended), with a few slow si
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
+import importlib
 import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
 from adbench import backends, reference, spec
-from adbench.backends import UnsupportedCell, blas
+from adbench.backends import UnsupportedCell, blas, symbolic_graphs
 
 from conftest import REPO, at_one_thread
 from isolated import BACKEND_TEST_MODELS, pool_key_problems
@@ -142,17 +145,115 @@ def backend(request, loaded):
 
 
 def test_load_makes_the_framework_backend(backend):
+    """From what the package declares: its device class, CAPABILITIES, TASK_BUILDERS."""
     framework, module = backend
-    package = f"adbench.backends.{spec.FRAMEWORKS[framework].backend}"
-    assert isinstance(module, backends.Backend) and type(module).__module__ == f"{package}.tasks"
+    package = importlib.import_module(
+        f"adbench.backends.{spec.FRAMEWORKS[framework].backend}.tasks")
+    assert isinstance(module, backends.Backend) and type(module) is package.DEVICE
     assert module.capabilities is backends.capabilities(framework)
+    assert module.tasks is package.TASK_BUILDERS
     assert framework in module.versions() and "numpy" in module.versions()
     assert module.device_name("cpu") == "cpu"
 
 
-@pytest.mark.parametrize("framework", IN_PROCESS)
+@pytest.mark.parametrize("framework", list(spec.FRAMEWORKS))
 def test_the_declaration_names_only_what_the_spec_knows(framework):
     assert backends.capabilities(framework).problems() == []
+
+
+# ------------------------------------------------------------------ one task registry
+def tasks_file(framework: str) -> Path:
+    return BACKENDS / spec.FRAMEWORKS[framework].backend / "tasks.py"
+
+
+def declared_registry(framework: str) -> set[str]:
+    """The task names of a backend's TASK_BUILDERS, read from its tasks.py without importing
+    it (nor its framework): the assignment's expression evaluated with the project names it
+    uses (spec, symbolic_graphs, the package's declarations) and every other name (a
+    builder) a placeholder."""
+    path = tasks_file(framework)
+    tree = ast.parse(path.read_text())
+    found = [n.value for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+             and any(isinstance(t, ast.Name) and t.id == "TASK_BUILDERS"
+                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    assert len(found) == 1, f"{path}: one TASK_BUILDERS assignment, found {len(found)}"
+    package = importlib.import_module(f"adbench.backends.{spec.FRAMEWORKS[framework].backend}")
+    names = {n.id: object() for n in ast.walk(found[0])
+             if isinstance(n, ast.Name) and not hasattr(builtins, n.id)}
+    names.update({k: v for k, v in vars(package).items() if k in names},
+                 spec=spec, graphs=symbolic_graphs)
+    return set(eval(compile(ast.Expression(found[0]), str(path), "eval"), names))
+
+
+@pytest.mark.parametrize("framework, task", [(f, t) for f in spec.FRAMEWORKS
+                                             for t in spec.TASKS])
+def test_every_backend_builds_the_tasks_it_declares_and_no_other(framework, task):
+    """Every backend x task of the spec: a task some cell runs (no Refusal, known before the
+    run, covers every cell of it) has its builder in the backend's TASK_BUILDERS; a task
+    every cell refuses has none.  Read without the framework (tests/isolated.py runs the
+    cells of the frameworks not installed here, in their own environments)."""
+    declared = task in backends.capabilities(framework).tasks
+    assert (task in declared_registry(framework)) == declared, (
+        f"{framework}: {task} is {'' if declared else 'not '}declared runnable")
+
+
+@pytest.mark.parametrize("framework", IN_PROCESS)
+def test_the_loaded_registry_is_the_one_read(loaded, framework):
+    """The registry load() hands the Backend is the one declared_registry reads, and
+    agrees with the declaration."""
+    module = loaded(framework)
+    assert set(module.tasks) == declared_registry(framework)
+    assert module.capabilities.registry_problems(module.tasks) == []
+
+
+@pytest.mark.parametrize("framework", list(spec.FRAMEWORKS))
+def test_a_backend_declares_what_load_builds_it_from_and_no_backend_of_its_own(framework):
+    """tasks.py declares DEVICE, TASK_BUILDERS and prepare, and makes no Backend itself
+    (backends.load does): no class or factory at its end."""
+    tree = ast.parse(tasks_file(framework).read_text())
+    assigned = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Name)}
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert {"DEVICE", "TASK_BUILDERS"} <= assigned and "prepare" in functions
+    assert "backend" not in functions
+    assert not [n.name for n in tree.body if isinstance(n, ast.ClassDef)
+                and n.name.endswith("Backend")]
+
+
+def test_registry_problems_name_a_missing_builder_and_a_dead_one():
+    capabilities = backends.capabilities("mxnet")  # refuses loss_jacobian everywhere
+    registry = {t: object() for t in capabilities.tasks if t != "jacobian_rows"}
+    registry["loss_jacobian"] = object()
+    problems = capabilities.registry_problems(registry)
+    assert len(problems) == 2
+    assert "'jacobian_rows' runs in some cell but has no builder" in problems[0]
+    assert "'loss_jacobian', which every cell refuses" in problems[1]
+
+
+# ------------------------------------------------------------------ refusals of a float64 build
+FLOAT64_REFUSALS = [("tensorflow", "ctc", "backward"), ("tensorflow", "ctc", "jacobian_rows"),
+                    ("mxnet", "ctc", "backward"), ("mxnet", "ctc", spec.FORWARD_TASK)]
+
+
+@pytest.mark.parametrize("framework, model, task", FLOAT64_REFUSALS)
+def test_a_float64_build_is_refused_by_the_declaration_a_cell_never(framework, model, task):
+    """The float64 guards are declared refusals (Refusal.dtypes): a float64 build of the
+    cell is refused before it is built, the float32 timing cell runs."""
+    capabilities = backends.capabilities(framework)
+    mode = next(iter(spec.FRAMEWORKS[framework].modes))
+    assert "float64" in capabilities.refusal(mode, model, task, "cpu", "float64")
+    assert capabilities.refusal(mode, model, task, "cpu") is None
+    assert "float16" in capabilities.refusal(mode, "mlp512", "backward", "cpu", "float16")
+
+
+def test_prepare_refuses_a_declared_refusal_before_building(loaded):
+    """Backend.prepare, the one path: the declared refusal's reason as UnsupportedCell."""
+    workload = tiny("ctc", "backward")
+    with pytest.raises(UnsupportedCell, match="cannot run in float64"):
+        loaded("tensorflow").prepare(workload, "eager", "cpu", dtype="float64")
+    with pytest.raises(UnsupportedCell, match="has no mode"):
+        loaded("torch").prepare(workload, "nonsense", "cpu")
 
 
 def run_cell(module, framework, mode, workload):

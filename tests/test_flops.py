@@ -178,3 +178,12 @@ def test_reverse_mode_costs_at_most_three_forwards_in_flops():
     """Products with weights: weight and input gradients cost one forward each."""
     for model in spec.MODELS:
         assert 1 < flops.reverse_over_forward(model, 8) <= 3
+
+
+@pytest.mark.parametrize("kind", ["hessian_vector", "gradient"])
+def test_a_derivative_kind_with_no_count_is_refused_by_name(monkeypatch, kind):
+    """A task of a kind task_flops has no count for (a new kind, or a typo) is a ValueError
+    naming the kind, never priced as one backward pass."""
+    monkeypatch.setitem(spec.TASKS, "toy_task", spec.TaskInfo(kind, separable=True))
+    with pytest.raises(ValueError, match=repr(kind)):
+        flops.task_flops("mlp512", "toy_task", BATCH, 10)

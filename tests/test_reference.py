@@ -143,3 +143,42 @@ def test_make_reference_writes_a_frozen_tasks_reference(tmp_path):
     _, _, arrays = derivatives.read_derivatives(str(out))
     _, expected = reference.reference_derivatives(workload("rnn_cell", "backward_frozen"))
     assert len(arrays) == 1 and np.array_equal(arrays[0], expected[0])
+
+
+# ------------------------------------------------------------------ the derivative kinds
+def test_every_task_names_a_declared_derivative_kind_and_its_reference_task():
+    for task, info in spec.TASKS.items():
+        assert info.derivative in derivatives.KINDS, task
+        assert spec.TASKS[spec.REFERENCE_TASK[info.derivative]].derivative == info.derivative
+
+
+def test_a_kind_shapes_what_a_backend_returns():
+    """derivatives.checked, the one shape of Prepared.derivatives: the loss and one array
+    per parameter, nan and the Jacobian, the loss alone as one array of the cell's dtype."""
+    grads = [np.ones((2, 3), np.float32), np.zeros(3, np.float32)]
+    loss, arrays = derivatives.checked("gradients", np.float32(2.5), grads, "float32")
+    assert loss == 2.5 and [a.shape for a in arrays] == [(2, 3), (3,)]
+    loss, arrays = derivatives.checked("jacobian", None, [grads[0]], "float32")
+    assert np.isnan(loss) and arrays[0] is grads[0]
+    loss, arrays = derivatives.checked("loss", 2.5, [], "float32")
+    assert loss == 2.5 and arrays[0].dtype == np.float32 and arrays[0].tolist() == [2.5]
+    # a backend's conversion to the spec's layouts, told what the arrays are taken w.r.t.
+    seen = []
+    derivatives.checked("trainable_gradients", 1.0, grads, "float32",
+                        lambda wrt, a: seen.append(wrt) or a)
+    assert seen == ["parameters"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: derivatives.kind("hessian_vector"),
+    lambda: derivatives.checked("hessian_vector", 1.0, [], "float32"),
+])
+def test_an_undeclared_kind_is_an_error_naming_it(call):
+    with pytest.raises(ValueError, match="'hessian_vector'"):
+        call()
+
+
+def test_a_task_of_an_undeclared_kind_has_no_reference(monkeypatch):
+    monkeypatch.setitem(spec.TASKS, "toy_task", spec.TaskInfo("hessian_vector", separable=True))
+    with pytest.raises(ValueError, match="'hessian_vector'"):
+        reference.reference_derivatives(workload("mlp512", "toy_task"))

@@ -218,22 +218,29 @@ def task_flops(model: str, task: str, batch_size: int, jacobian_rows: int,
     the same products, batched); the loss Jacobian is one reverse pass, as backward.  A
     frozen task's reverse pass leaves out its frozen part (the module's rule); a
     variable-length task's is at `steps`, the time steps of its batches as the strategy
-    pads them (steps_as_run: their mean, to which the count is proportional)."""
+    pads them (steps_as_run: their mean, to which the count is proportional).  A
+    derivative kind (adbench.derivatives.KINDS) with no count here is a ValueError naming
+    it, never priced as another kind's."""
     info = spec.TASKS[task]
-    if info.sequence is not None:
+    kind = info.derivative
+    if kind == "sequence_gradients":
         if steps is None:
             raise ValueError(f"{task} runs batches of varying length: give their steps")
         return sequence_flops(model, batch_size, steps)
-    if info.derivative == "loss":  # the forward alone
+    if kind == "loss":  # the forward alone
         forward = forward_flops(model, batch_size)
         return {"forward_s": forward, "backward_s": 0, "step_s": forward}
-    if info.derivative == "jacobian":
+    if kind == "jacobian":
         rows = min(jacobian_rows, spec.MODELS[model].n_outputs)
         forward, backward = forward_flops(model, 1), rows * input_gradient_flops(model)
-    else:
+    elif kind in ("gradients", "trainable_gradients"):
         frozen = spec.MODELS[model].frozen if info.frozen else ()
         forward = forward_flops(model, batch_size)
         backward = backward_flops(model, batch_size, frozen)
+    else:
+        raise ValueError(f"task {task!r}: no FLOP count for derivative kind {kind!r} "
+                         "(adbench.flops.task_flops prices gradients, trainable_gradients, "
+                         "sequence_gradients, jacobian and loss)")
     return {"forward_s": forward, "backward_s": backward, "step_s": forward + backward}
 
 

@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from adbench import spec
-from adbench.derivatives import loss_as_array
+from adbench.derivatives import kind, loss_as_array
 
 # An array whose reference is tiny next to the others (attention's key bias has a zero
 # gradient in exact arithmetic) is compared on this fraction of the largest array's norm.
@@ -40,6 +40,10 @@ def relative_error(arrays: list[np.ndarray], reference: list[np.ndarray]) -> flo
 
 def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarray]]:
     derivative = spec.TASKS[workload.task].derivative
+    kind(derivative)  # a kind nobody declared: a ValueError naming it
+    if derivative not in spec.REFERENCE_TASK:
+        raise ValueError(f"no float64 reference of derivative kind {derivative!r}: "
+                         "spec.REFERENCE_TASK names no task whose data sizes it shares")
     workload = dataclasses.replace(workload, task=spec.REFERENCE_TASK[derivative], warmup=0,
                                    iterations=1)
     if derivative == "loss":  # the gradients' reference's loss, computed the same way

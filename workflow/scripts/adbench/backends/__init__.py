@@ -7,18 +7,28 @@ four files in every one:
                   the cells it refuses, with why (Refusal): data, no framework import, so
                   that measure.py refuses a cell before importing anything and the
                   conformance test (tests/isolated.py) checks every declaration
-    device.py     threads, versions, the device: sync, CUDA numerics, GPU probes
+    device.py     threads, versions, the device: sync, CUDA numerics, GPU probes (a
+                  subclass of Backend, below, without prepare)
     models.py     the model families, built as the framework's users write them, loading
                   the spec's canonical arrays (layouts converted once, there)
-    tasks.py      one builder per task, prepare, the Backend subclass and backend(), which
-                  makes it (load() calls it: the framework is imported from here down)
+    tasks.py      what `load` builds the Backend from (the framework is imported from here
+                  down): TASK_BUILDERS, the task registry (spec task name -> its builder,
+                  the same shape in every backend); `prepare`, which builds the workload's
+                  model and calls the task's builder; DEVICE, the device.py class
 
 A backend imports only its own framework, this module and the layers below it (spec,
 clock, derivatives, provenance).
 
-Backend (below) is the interface: configure_threads, versions, device_name and prepare are
-required; a backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env) overrides the GPU
-methods, whose defaults measure nothing (None).
+A new task is its spec entry (spec.TASKS) and, in each backend, one TASK_BUILDERS entry or
+a Refusal: `Capabilities.registry_problems` names a task declared runnable without a
+builder, or a builder of a task every cell refuses (the conformance tests ask it of every
+backend).  What a task's derivative is (its kind: spec.TaskInfo.derivative) is declared once,
+in adbench.derivatives.KINDS, and shaped there (`derivatives.checked`).
+
+Backend (below) is the interface: configure_threads, versions and device_name are the
+device class's; prepare is the package's, called through Backend.prepare, which refuses a
+declared refusal first; a backend with a CUDA path (spec.FRAMEWORKS[...].cuda_env)
+overrides the GPU methods, whose defaults measure nothing (None).
 
 `prepare` builds the workload's model (spec.MODELS[workload.model]) the way that framework's
 users write it, loads the spec's canonical arrays into it (converting layouts once, there),
@@ -27,12 +37,12 @@ places every batch on the device, and returns a `Prepared` for the workload's ta
 
 Refusing a cell, one way: a Refusal in CAPABILITIES, whose reason is the cell's message.
 A refusal without `errors` is known before anything runs (Capabilities.refusal: measure.py
-asks before the import); one with `errors` is a failure the framework meets at run time (a
-transform that raises on some model), recognised by the exception's class and message
-(Capabilities.refusal_of) wherever the cell raises it, so that a release that fixes it
-shows: the cell runs, and the conformance test says the refusal is stale.  A cuda cell
-whose framework sees no GPU raises `device_not_visible(...)` instead (a failure of the run,
-re-timed by the next one).
+asks before the import, Backend.prepare again, with the dtype of a float64 build); one with
+`errors` is a failure the framework meets at run time (a transform that raises on some
+model), recognised by the exception's class and message (Capabilities.refusal_of) wherever
+the cell raises it, so that a release that fixes it shows: the cell runs, and the
+conformance test says the refusal is stale.  A cuda cell whose framework sees no GPU raises
+`device_not_visible(...)` instead (a failure of the run, re-timed by the next one).
 
 Compilation: a mode that compiles or traces ahead of time (jit.trace, pytensor.function)
 does it in `prepare` and reports the seconds in `Prepared.compile_s`; a mode that compiles
@@ -49,14 +59,10 @@ kept past it by a mask), so every strategy's gradient is the true-length one.
 Compile caches go under os.environ["ADBENCH_CACHE_DIR"] (set by measure.py), never the
 user's home; `choices` says whether a cache was cold or shared.
 
-`Prepared.derivatives(i)` returns, at iteration i's batch, outside the clock:
-    task derivative "gradients": (loss, [dloss/dparam for every spec param, canonical layout])
-    task derivative "trainable_gradients": the same for the params a frozen task trains
-                                 (spec.ModelSpec.trained: every one outside its frozen part)
-    task derivative "jacobian":  (nan,  [J]) with J of shape spec.jacobian_shape(rows):
-                                 d output.flatten()[:rows] / d x (one example, canonical layout)
-    task derivative "loss":      derivatives.loss_as_array(loss): the forward task
-                                 (spec.FORWARD_TASK) takes no derivative, its loss is checked
+`Prepared.derivatives(i)` returns, at iteration i's batch, outside the clock, the task's
+derivative in its kind's shape (adbench.derivatives: Kind, checked): (loss, [one array per
+differentiated spec parameter, canonical layout]), (nan, [J]) for an output Jacobian, or
+the loss itself as one array for the forward task (spec.FORWARD_TASK), which takes none.
 
 The forward task times the loss alone, as the mode runs a function its users do not
 differentiate: eager with nothing recorded for a derivative (no tape, torch.no_grad()), a
@@ -75,10 +81,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import importlib
 import os
 import re
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -122,10 +129,11 @@ def device_not_visible(framework: str, words: str, runtime: str | None,
 class Refusal:
     """Cells a backend cannot run, and why: `reason`, a sentence, is the cell's message.
 
-    Each of modes, tasks, families, models and devices narrows the cells it covers (empty:
-    any).  `errors` (exception class names) and `pattern` (a regular expression of the
-    message) make it a refusal met at run time: it covers a cell only when the cell raises
-    such an exception."""
+    Each of modes, tasks, families, models, losses, devices and dtypes narrows the cells it
+    covers (empty: any).  A timing cell is float32; `dtypes` ("float64") refuses a float64
+    build only (the reference's, the tests').  `errors` (exception class names) and
+    `pattern` (a regular expression of the message) make it a refusal met at run time: it
+    covers a cell only when the cell raises such an exception."""
 
     reason: str
     modes: tuple[str, ...] = ()
@@ -135,16 +143,20 @@ class Refusal:
     devices: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     pattern: str = ""
+    losses: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
 
     @property
     def at_run_time(self) -> bool:
         return bool(self.errors)
 
-    def covers(self, mode: str, model: str, task: str, device: str) -> bool:
-        family = spec.MODELS[model].family
+    def covers(self, mode: str, model: str, task: str, device: str,
+               dtype: str = "float32") -> bool:
+        info = spec.MODELS[model]
         return all(not allowed or value in allowed for value, allowed in (
-            (mode, self.modes), (task, self.tasks), (family, self.families),
-            (model, self.models), (device, self.devices)))
+            (mode, self.modes), (task, self.tasks), (info.family, self.families),
+            (model, self.models), (info.loss, self.losses), (device, self.devices),
+            (dtype, self.dtypes)))
 
     def matches(self, exc: BaseException) -> bool:
         names = {cls.__name__ for cls in type(exc).__mro__}
@@ -179,12 +191,15 @@ class Capabilities:
     def devices(self) -> tuple[str, ...]:
         return FRAMEWORKS[self.framework].devices
 
-    def refusal(self, mode: str, model: str, task: str, device: str) -> str | None:
+    def refusal(self, mode: str, model: str, task: str, device: str,
+                dtype: str = "float32") -> str | None:
         """Why the cell cannot run, known before anything runs; None: it runs (or meets a
-        run-time refusal)."""
+        run-time refusal).  `dtype`: a cell's float32, or a float64 build's."""
         fw, info = self.framework, spec.MODELS[model]
         if mode not in self.modes:  # the spec's cells never have one: a caller's slip
             return f"{fw} has no mode {mode!r}"
+        if dtype not in DTYPES:
+            return f"the {fw} backend runs float32 (float64 for tests), not {dtype}"
         if device not in self.devices:
             return f"{fw} has no {device} build in this pipeline"
         why = spec.task_refusal(fw, task, device)
@@ -195,7 +210,29 @@ class Capabilities:
         if TASKS[task].frozen and not info.frozen:
             return f"{model} has no frozen part (a single layer, or no first layers to freeze)"
         return next((r.reason for r in self.refusals
-                     if not r.at_run_time and r.covers(mode, model, task, device)), None)
+                     if not r.at_run_time and r.covers(mode, model, task, device, dtype)),
+                    None)
+
+    @functools.cached_property
+    def tasks(self) -> tuple[str, ...]:
+        """The spec's tasks this backend runs in some cell (a float32 cell no refusal
+        known before the run covers): those its TASK_BUILDERS must build."""
+        return tuple(task for task in TASKS if any(
+            self.refusal(mode, model, task, device) is None
+            for mode in self.modes for model in spec.MODELS for device in self.devices))
+
+    def registry_problems(self, registry: Mapping[str, Callable]) -> list[str]:
+        """How a task registry (a backend's TASK_BUILDERS) disagrees with this declaration:
+        a task some cell runs without a builder, a builder of a task every cell refuses or
+        the spec does not know."""
+        fw = self.framework
+        return ([f"{fw}: task {t!r} runs in some cell but has no builder in TASK_BUILDERS: "
+                 "implement it there, or declare a Refusal" for t in self.tasks
+                 if t not in registry]
+                + [f"{fw}: TASK_BUILDERS builds {t!r}, which every cell refuses"
+                   for t in registry if t in TASKS and t not in self.tasks]
+                + [f"{fw}: TASK_BUILDERS names {t!r}, a task the spec does not know"
+                   for t in registry if t not in TASKS])
 
     def refusal_of(self, mode: str, model: str, task: str, device: str,
                    exc: BaseException) -> Refusal | None:
@@ -206,7 +243,8 @@ class Capabilities:
     def problems(self) -> list[str]:
         """Declarations naming what the spec does not know (a typo would refuse nothing)."""
         known = {"modes": self.modes, "tasks": TASKS, "families": MODEL_FAMILIES,
-                 "models": spec.MODELS, "devices": spec.DEVICES}
+                 "models": spec.MODELS, "devices": spec.DEVICES, "dtypes": DTYPES,
+                 "losses": {m.loss for m in spec.MODELS.values()}}
         problems = []
         for r in self.refusals:
             problems += [f"{self.framework}: a refusal names unknown {kind} {name!r}"
@@ -217,8 +255,28 @@ class Capabilities:
         return problems
 
 
+def fixed_shapes_only(backend: str) -> Refusal:
+    """The refusal of the variable-length tasks by a backend whose models read fixed
+    shapes (`backend`: its name in the message, e.g. "MXNet")."""
+    return Refusal(f"the {backend} backend implements no batches of varying length: its "
+                   "models read fixed shapes", tasks=spec.SEQUENCE_TASKS)
+
+
+def one_compiled_function(framework: str) -> tuple[Refusal, ...]:
+    """The refusals of a backend that compiles each step into one function of fixed shapes
+    (PyTensor, Theano): the variable-length tasks, and backward_retained (nothing of a step
+    outlives its call)."""
+    return (fixed_shapes_only(framework),
+            Refusal(f"{framework} compiles the step into one function whose intermediates "
+                    "live only during a call: no graph outlives the step to retain",
+                    tasks=("backward_retained",)))
+
+
 # The model families of the spec: what a backend may build.
 MODEL_FAMILIES = tuple(dict.fromkeys(m.family for m in spec.MODELS.values()))
+# The dtypes a backend builds: a timing cell's float32, the float64 build of the reference
+# (adbench.reference) and of the tests.
+DTYPES = ("float32", "float64")
 
 
 def refused(capabilities: Capabilities, mode: str, workload, device: str,
@@ -308,9 +366,15 @@ def compose_flags(flags: str, forced: dict[str, str], defaults: dict[str, str]) 
 
 
 class Backend(abc.ABC):
-    """A framework's backend, one per process (its package's backend() makes it)."""
+    """A framework's backend, one per process: its package's device class (device.py), made
+    by `load` with what the package declares: its CAPABILITIES, its task registry
+    (TASK_BUILDERS) and its `prepare`."""
 
-    capabilities: Capabilities
+    def __init__(self, capabilities: Capabilities, tasks: Mapping[str, Callable],
+                 prepare: Callable[..., Prepared]):
+        self.capabilities = capabilities
+        self.tasks = tasks  # spec task name -> the backend's builder of it
+        self._prepare = prepare
 
     @abc.abstractmethod
     def configure_threads(self, threads: int) -> dict:
@@ -325,10 +389,19 @@ class Backend(abc.ABC):
     def device_name(self, device: str) -> str:
         """What the cell ran on (the GPU's name on cuda)."""
 
-    @abc.abstractmethod
     def prepare(self, workload: spec.Workload, mode: str, device: str,
                 dtype: str = "float32") -> Prepared:
-        """The workload made ready to time (the module docstring)."""
+        """The workload made ready to time by the package's prepare (the module docstring);
+        a cell the declaration refuses (a float64 build's refusals too) raises its
+        UnsupportedCell here, before anything is built."""
+        why = self.capabilities.refusal(mode, workload.model, workload.task, device, dtype)
+        if why:
+            raise UnsupportedCell(why)
+        if workload.task not in self.tasks:
+            raise NotImplementedError(
+                f"{self.capabilities.framework} has no builder of task {workload.task!r} in "
+                "its TASK_BUILDERS and no Refusal of it (Capabilities.registry_problems)")
+        return self._prepare(workload, mode, device, dtype)
 
     # ---------------------------------------------------------------- the GPU
     # A backend with a CUDA path overrides these; the defaults measure nothing.
@@ -374,11 +447,14 @@ def capabilities(framework: str) -> Capabilities:
 
 
 def backend_module(framework: str) -> str:
-    """The module whose backend() makes a framework's Backend (the rules name it as a code
+    """The module `load` builds a framework's Backend from (the rules name it as a code
     input of the framework's timing jobs: it imports the rest of the package)."""
     return f"adbench.backends.{FRAMEWORKS[framework].backend}.tasks"
 
 
 def load(framework: str) -> Backend:
-    """A framework's backend (and with it, only that framework)."""
-    return importlib.import_module(backend_module(framework)).backend()
+    """A framework's backend (and with it, only that framework), built from what its
+    package declares: CAPABILITIES (__init__.py); DEVICE, TASK_BUILDERS and prepare
+    (tasks.py)."""
+    tasks = importlib.import_module(backend_module(framework))
+    return tasks.DEVICE(capabilities(framework), tasks.TASK_BUILDERS, tasks.prepare)

@@ -5,8 +5,9 @@ both: every builder takes a `Dialect`, which carries the framework's tensor modu
 (pytensor.tensor or theano.tensor) and the few ops and APIs in which the two differ
 (convolution, pooling, softmax, batched matmul, cross-entropy, scan's signature, the Jacobian
 APIs).  pytensor_backend and theano_backend each pass their own (their models.py) and keep
-what is theirs alone: the import, the modes, the compile options, the provenance, and what
-they refuse (their CAPABILITIES: task_graph builds only the tasks a backend declares).
+what is theirs alone: the import, the modes, the compile options, the provenance, what they
+refuse (their CAPABILITIES) and their task registry (TASK_BUILDERS: the graphs of
+TASK_GRAPHS they run).
 
 Weights are shared variables holding the spec's canonical arrays, which are the layouts users
 of both write (x @ W with W (in, out), NCHW images, OIHW kernels): nothing is converted, and
@@ -23,7 +24,7 @@ import numpy as np
 
 from adbench import spec
 from adbench.backends import no_sync
-from adbench.derivatives import loss_as_array
+from adbench.derivatives import checked, kind as derivatives_kind
 from adbench.clock import whole_timer
 
 
@@ -309,28 +310,73 @@ def model_loss(d: Dialect, workload: spec.Workload, params, x, aux):
     return loss_of(d, model, FAMILIES[model.family](d, model, params, x, aux), aux)
 
 
-def _loss_graph(d: Dialect, workload: spec.Workload, params, x, aux):
-    """(outputs, derivative choice) of backward, backward_frozen and loss_jacobian: the loss,
-    then its derivatives w.r.t. every weight (the trainable ones of backward_frozen: grad
-    w.r.t. a subset builds no derivative graph through the frozen part)."""
+# ---------------------------------------------------------------- the task graphs
+# Each: (dialect, workload, params, x, aux) -> (function inputs, outputs, choices); a
+# backend's TASK_BUILDERS (pytensor_backend, theano_backend) picks those it runs.
+def backward_graph(d: Dialect, workload: spec.Workload, params, x, aux):
+    """The loss, then its derivatives w.r.t. every weight."""
     loss = model_loss(d, workload, params, x, aux)
-    if workload.task == "backward":
-        return [loss, *d.framework.grad(loss, params)], f"{d.name}.grad(loss, shared weights)"
-    if workload.task == "backward_frozen":
-        trained = [params[i] for i in workload.spec.trained(workload.task)]
-        return [loss, *d.framework.grad(loss, trained)], (
-            f"{d.name}.grad(loss, the trainable shared weights): the frozen part's weights "
-            "are constants of the derivative graph")
-    return [loss, *d.framework.gradient.jacobian(loss, params)], (
+    return [x, aux], [loss, *d.framework.grad(loss, params)], {
+        "derivative": f"{d.name}.grad(loss, shared weights)"}
+
+
+def backward_frozen_graph(d: Dialect, workload: spec.Workload, params, x, aux):
+    """The loss, then its derivatives w.r.t. the trainable weights: grad w.r.t. a subset
+    builds no derivative graph through the frozen part."""
+    loss = model_loss(d, workload, params, x, aux)
+    trained = [params[i] for i in workload.spec.trained(workload.task)]
+    return [x, aux], [loss, *d.framework.grad(loss, trained)], {"derivative": (
+        f"{d.name}.grad(loss, the trainable shared weights): the frozen part's weights "
+        "are constants of the derivative graph")}
+
+
+def loss_jacobian_graph(d: Dialect, workload: spec.Workload, params, x, aux):
+    loss = model_loss(d, workload, params, x, aux)
+    return [x, aux], [loss, *d.framework.gradient.jacobian(loss, params)], {"derivative": (
         f"{d.name}.gradient.jacobian(loss, shared weights): for a scalar expression it is "
-        f"{d.name}.grad (the same graph as backward)"
-    )
+        f"{d.name}.grad (the same graph as backward)")}
 
 
-def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
-    """(function inputs, outputs, choices) of the task's step (a task the framework's
-    CAPABILITIES declare)."""
-    model, task = workload.spec, workload.task
+def forward_graph(d: Dialect, workload: spec.Workload, params, x, aux):
+    """The loss alone: no grad anywhere in the graph."""
+    return [x, aux], [model_loss(d, workload, params, x, aux)], {
+        "forward": f"{d.name}.function of the loss alone (no {d.name}.grad in the graph), "
+                   "compiled in prepare as the other tasks' steps"}
+
+
+def _output_jacobian(jacobian: Callable, d: Dialect, workload: spec.Workload, params, x, aux):
+    """The first rows of one example's flattened output, differentiated w.r.t. x by one of
+    the dialect's Jacobian APIs."""
+    model = workload.spec
+    rows = min(workload.jacobian_rows, model.n_outputs)
+    out = FAMILIES[model.family](d, model, params, x, aux).flatten()[:rows]
+    jac, choice = jacobian(out, x, rows)
+    function_inputs = [x, aux] if model.family == "rnn_cell" else [x]
+    return function_inputs, [jac.reshape((rows, *model.input_shape))], {"derivative": choice}
+
+
+def jacobian_rows_graph(d: Dialect, workload: spec.Workload, params, x, aux):
+    return _output_jacobian(d.jacobian_rows, d, workload, params, x, aux)
+
+
+def jacobian_vectorized_graph(d: Dialect, workload: spec.Workload, params, x, aux):
+    return _output_jacobian(d.jacobian_vectorized, d, workload, params, x, aux)
+
+
+TASK_GRAPHS = {
+    "backward": backward_graph,
+    "backward_frozen": backward_frozen_graph,
+    "loss_jacobian": loss_jacobian_graph,
+    spec.FORWARD_TASK: forward_graph,
+    "jacobian_rows": jacobian_rows_graph,
+    "jacobian_vectorized": jacobian_vectorized_graph,
+}
+
+
+def task_graph(d: Dialect, build: Callable, workload: spec.Workload, params, dtype: str):
+    """(function inputs, outputs, choices) of the task's step, by `build`, the task's
+    entry in the backend's TASK_BUILDERS."""
+    model = workload.spec
     x, aux = inputs(d, model, dtype, workload.per_example)
     choices = {
         "graph": f"symbolic {d.label} graph of model + loss; weights are shared variables "
@@ -341,19 +387,8 @@ def task_graph(d: Dialect, workload: spec.Workload, params, dtype: str):
             f"{d.name}.scan over the 28 steps; input projection x @ W_ih + b for all steps "
             "before the scan"
         )
-    if task in ("backward", "backward_frozen", "loss_jacobian"):
-        outputs, choices["derivative"] = _loss_graph(d, workload, params, x, aux)
-        return [x, aux], outputs, choices
-    if task == spec.FORWARD_TASK:  # the loss alone: no grad anywhere in the graph
-        choices["forward"] = (f"{d.name}.function of the loss alone (no {d.name}.grad in "
-                              "the graph), compiled in prepare as the other tasks' steps")
-        return [x, aux], [model_loss(d, workload, params, x, aux)], choices
-    jacobians = {"jacobian_rows": d.jacobian_rows, "jacobian_vectorized": d.jacobian_vectorized}
-    rows = min(workload.jacobian_rows, model.n_outputs)
-    out = FAMILIES[model.family](d, model, params, x, aux).flatten()[:rows]
-    jac, choices["derivative"] = jacobians[task](out, x, rows)
-    function_inputs = [x, aux] if model.family == "rnn_cell" else [x]
-    return function_inputs, [jac.reshape((rows, *model.input_shape))], choices
+    function_inputs, outputs, task_choices = build(d, workload, params, x, aux)
+    return function_inputs, outputs, {**choices, **task_choices}
 
 
 # ================================================================ the compiled step
@@ -393,10 +428,13 @@ def check_output_dtypes(function, dtype: str) -> None:
             raise RuntimeError(f"output of dtype {o.dtype}, not {dtype}: an upcast in the graph")
 
 
-def timed_function(function, batches: list[tuple], n_inputs: int, workload, after_call=None):
+def timed_function(function, batches: list[tuple], n_inputs: int, workload, dtype: str,
+                   after_call=None):
     """(run, derivatives) of a compiled task function (it computes synchronously and returns
     numpy arrays): run times one call, then `after_call()`; derivatives unpacks its outputs
-    (the forward task's one output, its loss, as derivatives.loss_as_array)."""
+    (the loss first where the kind has one, then the derivatives) in the kind's shape
+    (derivatives.checked)."""
+    kind = spec.TASKS[workload.task].derivative
 
     def args(i):
         return batches[i % len(batches)][:n_inputs]
@@ -409,11 +447,8 @@ def timed_function(function, batches: list[tuple], n_inputs: int, workload, afte
 
     def derivatives(i):
         values = function(*args(i))
-        kind = spec.TASKS[workload.task].derivative
-        if kind == "loss":  # the forward task: its one output, in the cell's dtype
-            return loss_as_array(float(values[0]), np.asarray(values[0]).dtype.name)
-        if kind == "jacobian":
-            return float("nan"), [np.asarray(values[0])]
-        return float(values[0]), [np.asarray(v) for v in values[1:]]
+        if derivatives_kind(kind).has_loss:
+            return checked(kind, values[0], values[1:], dtype)
+        return checked(kind, None, values, dtype)
 
     return run, derivatives

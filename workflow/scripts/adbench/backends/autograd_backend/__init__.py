@@ -4,15 +4,12 @@ derivatives by autograd's tracer (make_vjp / grad / jacobian), re-traced at ever
 device.py, models.py and tasks.py hold the rest (adbench.backends says what each is for).
 """
 
-from adbench import spec
-from adbench.backends import Capabilities, Refusal
+from adbench.backends import Capabilities, Refusal, fixed_shapes_only
 
 CAPABILITIES = Capabilities(
     framework="autograd",
     refusals=(
-        Refusal("the HIPS autograd backend implements no batches of varying length: its "
-                "models read fixed shapes",
-                tasks=spec.SEQUENCE_TASKS),
+        fixed_shapes_only("HIPS autograd"),
         Refusal("autograd's tape lives in the vjp closure make_vjp returns and goes with it: "
                 "there is no retain_graph to set (the graph is kept exactly as long as the "
                 "caller keeps the vjp)", tasks=("backward_retained",)),

@@ -11,8 +11,7 @@ from autograd import make_vjp
 from autograd.extend import vspace
 
 from adbench import spec
-from adbench.backends import Backend, Prepared, no_sync
-from adbench.backends.autograd_backend import CAPABILITIES
+from adbench.backends import Prepared, no_sync
 from adbench.backends.autograd_backend.device import AutogradDevice
 from adbench.backends.autograd_backend.models import FAMILIES, FAMILY_CHOICES, LOSSES
 from adbench.clock import split_timer, whole_timer
@@ -210,13 +209,6 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     return prepared
 
 
-class AutogradBackend(AutogradDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return AutogradBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = AutogradDevice

@@ -15,8 +15,7 @@ row by row is chainer.grad with one-hot grad_outputs in a Python loop.  The vari
 tasks are not implemented.
 """
 
-from adbench import spec
-from adbench.backends import Capabilities, Refusal
+from adbench.backends import Capabilities, Refusal, fixed_shapes_only
 
 NO_JACOBIAN_API = ("Chainer 7.8.1 has no Jacobian API: no jacobian function and no "
                    "vectorisation over vector-Jacobian products (only Variable.backward and "
@@ -25,9 +24,7 @@ NO_JACOBIAN_API = ("Chainer 7.8.1 has no Jacobian API: no jacobian function and 
 CAPABILITIES = Capabilities(
     framework="chainer",
     refusals=(
-        Refusal("the Chainer backend implements no batches of varying length: its "
-                "models read fixed shapes",
-                tasks=spec.SEQUENCE_TASKS),
+        fixed_shapes_only("Chainer"),
         Refusal(NO_JACOBIAN_API, tasks=("jacobian_vectorized",)),
         # chainer.grad of the scalar loss is the gradient, i.e. the backward task again:
         # timing it here would not test the Jacobian API that Hypothesis 0 is about.

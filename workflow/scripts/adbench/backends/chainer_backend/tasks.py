@@ -8,8 +8,7 @@ import chainer.functions as F
 import numpy as np
 
 from adbench import spec
-from adbench.backends import Backend, Prepared, no_sync
-from adbench.backends.chainer_backend import CAPABILITIES
+from adbench.backends import Prepared, no_sync
 from adbench.backends.chainer_backend.device import ChainerDevice
 from adbench.backends.chainer_backend.models import BUILDERS, LOSSES, Model
 from adbench.clock import split_timer, whole_timer
@@ -135,13 +134,6 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     return prepared
 
 
-class ChainerBackend(ChainerDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return ChainerBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = ChainerDevice

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from adbench import spec
-from adbench.backends import Backend, Prepared
-from adbench.backends.jax_backend import CAPABILITIES, DYNAMIC_TASK
+from adbench.backends import Prepared
+from adbench.backends.jax_backend import DYNAMIC_TASK
 from adbench.backends.jax_backend.device import (
     JaxDevice,
     apply_cuda_numerics,
@@ -32,7 +32,7 @@ from adbench.backends.jax_backend.models import (
     sequence_loss,
 )
 from adbench.clock import split_timer, whole_timer
-from adbench.derivatives import loss_as_array
+from adbench.derivatives import checked
 
 
 # ================================================================ tasks
@@ -320,16 +320,18 @@ def prepare(workload: spec.Workload, mode: str, device: str,
             return whole_timer(lambda: sync.hold(task.step(differentiated, x, aux)), sync,
                                clock)
 
+    def canonical(wrt: str, arrays) -> list[np.ndarray]:
+        """The result's derivatives as numpy: the input Jacobian (one array) in the spec's
+        shape, or the differentiated parameters' dict in the spec's order
+        (derivatives.Kind.wrt)."""
+        if wrt == "input":
+            return [np.asarray(arrays, dtype=dtype).reshape(model_spec.jacobian_shape(rows))]
+        return [np.asarray(arrays[name], dtype=dtype) for name in trained]
+
     def derivatives(i):
         with context():
             loss, arrays = task.result(differentiated, *batch(i))
-        derivative = spec.TASKS[workload.task].derivative
-        if derivative == "loss":  # the forward task: its loss, as one array
-            return loss_as_array(loss, dtype)
-        if derivative == "jacobian":
-            shape = model_spec.jacobian_shape(rows)
-            return float("nan"), [np.asarray(arrays, dtype=dtype).reshape(shape)]
-        return loss, [np.asarray(arrays[name], dtype=dtype) for name in trained]
+        return checked(spec.TASKS[workload.task].derivative, loss, arrays, dtype, canonical)
 
     choices = {
         "model": "plain jax.numpy / jax.lax functions of a parameter dict (no flax/optax), "
@@ -372,13 +374,6 @@ def sequence_choices(workload: spec.Workload, mode: str) -> dict[str, str]:
                                        "disable_jit)" if mode == "eager" else "")}
 
 
-class JaxBackend(JaxDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return JaxBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = JaxDevice

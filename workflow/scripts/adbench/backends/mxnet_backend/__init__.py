@@ -18,17 +18,17 @@ tasks are not implemented.
 """
 
 from adbench import spec
-from adbench.backends import Capabilities, Refusal
+from adbench.backends import Capabilities, Refusal, fixed_shapes_only
 
 CAPABILITIES = Capabilities(
     framework="mxnet",
     refusals=(
-        Refusal("the MXNet backend implements no batches of varying length: its "
-                "models read fixed shapes",
-                tasks=spec.SEQUENCE_TASKS),
+        fixed_shapes_only("MXNet"),
         Refusal("MXNet 1.9.1 has no Jacobian API: mx.autograd offers backward, grad "
                 "(vector-Jacobian products) and mark_variables, but no jacobian and no vmap "
                 "to vectorise them, so the task cannot be computed as it is defined",
                 tasks=("jacobian_vectorized", "loss_jacobian")),
+        Refusal("MXNet's CTCLoss operator computes in float32 only: no float64 CTC loss",
+                losses=("ctc",), tasks=("backward", spec.FORWARD_TASK), dtypes=("float64",)),
     ),
 )

@@ -11,8 +11,7 @@ import numpy as np
 from mxnet import autograd
 
 from adbench import spec
-from adbench.backends import Backend, Prepared, UnsupportedCell
-from adbench.backends.mxnet_backend import CAPABILITIES
+from adbench.backends import Prepared
 from adbench.backends.mxnet_backend.device import ENV_AT_LOAD, MXNetDevice, features, sync
 from adbench.backends.mxnet_backend.models import (
     FAMILY_CHOICES,
@@ -184,19 +183,8 @@ def device_batches(workload: spec.Workload, ctx, dtype: str) -> list[tuple]:
             for b in spec.make_batches(workload)]
 
 
-def check_dtype(workload: spec.Workload, dtype: str) -> None:
-    """float32 cells; float64 builds for the tests, except where MXNet has no float64 op."""
-    if dtype not in ("float32", "float64"):
-        raise UnsupportedCell(f"mxnet backend runs float32 (float64 for tests), not {dtype}")
-    if dtype != "float32" and workload.spec.loss == "ctc" and workload.task in (
-            "backward", spec.FORWARD_TASK):
-        raise UnsupportedCell("MXNet's CTCLoss operator computes in float32 only: no "
-                              f"{dtype} CTC loss")
-
-
 def prepare(workload: spec.Workload, mode: str, device: str,
             dtype: str = "float32") -> Prepared:
-    check_dtype(workload, dtype)
     ctx = mx.cpu()  # the pipeline's MXNet is the CPU wheel (CAPABILITIES: no cuda build)
     model_spec = workload.spec
     model, binds = build(model_spec, spec.make_params(workload), ctx, dtype)
@@ -228,13 +216,6 @@ def prepare(workload: spec.Workload, mode: str, device: str,
     return prepared
 
 
-class MXNetBackend(MXNetDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return MXNetBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = MXNetDevice

@@ -20,18 +20,12 @@ serves every cell of a run, so a cell's compile_s is cold only for the first cel
 needs a module; `choices["cache"]` says what was in the cache before the cell compiled.
 """
 
-from adbench import spec
-from adbench.backends import Capabilities, Refusal
+from adbench.backends import Capabilities, Refusal, one_compiled_function
 
 CAPABILITIES = Capabilities(
     framework="pytensor",
     refusals=(
-        Refusal("the PyTensor backend implements no batches of varying length: its "
-                "models read fixed shapes",
-                tasks=spec.SEQUENCE_TASKS),
-        Refusal("PyTensor compiles the step into one function whose intermediates live only "
-                "during a call: no graph outlives the step to retain",
-                tasks=("backward_retained",)),
+        *one_compiled_function("PyTensor"),
         # Measured: tiny workload, 2-core machine shared with other jobs, PyTensor 3.0.7,
         # Numba 0.65.1.
         Refusal("PyTensor 3.0.7's Numba mode does not compile ResNet50 in reasonable time: "

@@ -15,9 +15,8 @@ from pytensor.compile.mode import Mode, get_mode
 from pytensor.scan.op import Scan
 
 from adbench import spec
-from adbench.backends import Backend, Prepared
+from adbench.backends import Prepared
 from adbench.backends import symbolic_graphs as graphs
-from adbench.backends.pytensor_backend import CAPABILITIES
 from adbench.backends.pytensor_backend.device import PyTensorDevice
 from adbench.backends.pytensor_backend.models import DIALECT
 
@@ -43,6 +42,10 @@ MODES = {
 
 
 LINKERS = {"c": "cvm", "numba": "auto"}
+
+
+# The tasks' graphs (symbolic_graphs), every one PyTensor runs.
+TASK_BUILDERS = dict(graphs.TASK_GRAPHS)
 
 
 # ================================================================ compilation
@@ -132,7 +135,8 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     cache = _cache_state()
 
     t = time.perf_counter()
-    inputs, outputs, choices = graphs.task_graph(DIALECT, workload, params, dtype)
+    inputs, outputs, choices = graphs.task_graph(DIALECT, TASK_BUILDERS[workload.task],
+                                                  workload, params, dtype)
     function = pytensor.function(inputs, outputs, mode=make_mode())
     inner = _compile_inner_functions(function.maker.fgraph) if mode == "c" else None
     jit = _numba_compile(function, batches[0][: len(inputs)]) if mode == "numba" else None
@@ -143,6 +147,7 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
         batches,
         len(inputs),
         workload,
+        dtype,
         after_call=_no_new_signature(function) if mode == "numba" else None,
     )
 
@@ -192,13 +197,6 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     return prepared
 
 
-class PyTensorBackend(PyTensorDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return PyTensorBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = PyTensorDevice

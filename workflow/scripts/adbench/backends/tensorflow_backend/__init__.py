@@ -48,6 +48,8 @@ CAPABILITIES = Capabilities(
                 "graph to retain past the step; only eager mode holds its persistent tape "
                 "after the step", modes=("graph", "xla"), tasks=("backward_retained",)),
         *((ONEDNN_ABORT,) if onednn_requested() else ()),
+        Refusal("tf.nn.ctc_loss with dense labels (ctc_loss_dense) mixes in float32 "
+                "constants: it cannot run in float64", losses=("ctc",), dtypes=("float64",)),
         # ---------------------------------------------------------------- met at run time
         # XLA compiles at the step's first call (the first timed iteration), which raises.
         Refusal("XLA (tf.function(jit_compile=True)) cannot compile the step: pfor over Keras' "

@@ -1,6 +1,7 @@
 """TensorFlow's tasks: one builder per task over a model, as a `forward` (what runs under the
 tape) and a `derive` (the tape call); the modes (eager, one tf.function, one XLA-compiled
-tf.function) and the variable-length tasks' shape policies; prepare, and the Backend."""
+tf.function) and the variable-length tasks' shape policies; prepare,
+and the device class backends.load builds the Backend of."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from typing import Callable
 import tensorflow as tf
 
 from adbench import spec
-from adbench.backends import Backend, Prepared, UnsupportedCell, no_sync
-from adbench.backends.tensorflow_backend import CAPABILITIES
+from adbench.backends import Prepared, no_sync
 from adbench.backends.tensorflow_backend.device import (TensorFlowDevice, apply_cuda_numerics,
                                                         check_device, device_sync, keras,
                                                         onednn_enabled)
@@ -20,7 +20,7 @@ from adbench.backends.tensorflow_backend.models import (LOSSES, Model, build_mod
                                                         device_batch, load_params,
                                                         nhwc_to_nchw)
 from adbench.clock import split_timer, whole_timer
-from adbench.derivatives import loss_as_array
+from adbench.derivatives import checked
 
 
 # ================================================================ tasks
@@ -55,9 +55,19 @@ def _loss_task(model: Model, loss_fn, jacobian: bool) -> Task:
     return Task(forward, derive)
 
 
-def _frozen_task(model: Model, loss_fn, trained: list[int]) -> Task:
+# The builders of TASK_BUILDERS: (model, loss function, workload, dtype) -> Task.
+def backward_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
+    return _loss_task(model, loss_fn, jacobian=False)
+
+
+def loss_jacobian_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
+    return _with_pfor(_loss_task(model, loss_fn, jacobian=True))
+
+
+def frozen_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
     """The backward step w.r.t. the trainable variables only: the frozen part's are never
     watched (as trainable=False leaves them), so the tape records nothing through it."""
+    trained = workload.spec.trained(workload.task)
     sources = [model.variables[i] for i in trained]
 
     def forward(batch):
@@ -75,7 +85,7 @@ def _frozen_task(model: Model, loss_fn, trained: list[int]) -> Task:
                                             "tape.gradient w.r.t. them"}, trained)
 
 
-def _retained_task(model: Model, loss_fn) -> Task:
+def retained_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
     """The backward step on a persistent tape, held after the step (eagerly) until the next
     step starts: its recorded intermediates stay alive as a retained graph's do."""
     kept = []
@@ -111,7 +121,12 @@ def _output_rows(model: Model, batch, rows: int, persistent: bool):
     return tape, out, x
 
 
-def _rows_task(model: Model, rows: int, dtype) -> Task:
+def _rows(workload: spec.Workload) -> int:
+    return min(workload.jacobian_rows, workload.spec.n_outputs)
+
+
+def rows_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
+    rows = _rows(workload)
     one_hot = list(tf.eye(rows, dtype=dtype))  # built once, outside the clock
 
     def forward(batch):
@@ -127,7 +142,9 @@ def _rows_task(model: Model, rows: int, dtype) -> Task:
                                   "(unrolled at trace time under tf.function)"})
 
 
-def _vectorized_task(model: Model, rows: int) -> Task:
+def vectorized_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
+    rows = _rows(workload)
+
     def forward(batch):
         return _output_rows(model, batch, rows, persistent=False)
 
@@ -136,10 +153,10 @@ def _vectorized_task(model: Model, rows: int) -> Task:
         jacobian = tape.jacobian(out, x, experimental_use_pfor=True)  # (rows, 1, *input)
         return None, [tf.reshape(jacobian, [rows, *x.shape[1:]])]
 
-    return Task(forward, derive)
+    return _with_pfor(Task(forward, derive))
 
 
-def _forward_task(model: Model, loss_fn) -> Task:
+def forward_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
     """The loss alone (spec.FORWARD_TASK): no tf.GradientTape, so nothing is recorded for a
     derivative; a compiled mode's tf.function holds the loss and nothing else."""
     def forward(batch):
@@ -161,27 +178,25 @@ def _with_pfor(task: Task) -> Task:
     return task
 
 
+TASK_BUILDERS: dict[str, Callable[..., Task]] = {
+    "backward": backward_task,
+    "backward_frozen": frozen_task,
+    "backward_retained": retained_task,
+    "loss_jacobian": loss_jacobian_task,
+    spec.FORWARD_TASK: forward_task,
+    "jacobian_rows": rows_task,
+    "jacobian_vectorized": vectorized_task,
+    # The backward step with TensorFlow's own GPU memory policy.
+    "backward_default_memory": backward_task,
+    # The backward step on the model's sequence form, every strategy alike (only the
+    # batches' shapes and the mode's shape policy differ).
+    **{task: backward_task for task in spec.SEQUENCE_TASKS},
+}
+
+
 def make_task(workload: spec.Workload, model: Model, dtype) -> Task:
-    """The task's forward and derive over the model (every task of the spec CAPABILITIES
-    does not refuse)."""
-    rows = min(workload.jacobian_rows, workload.spec.n_outputs)
-    loss_fn = LOSSES[workload.spec.loss]
-    if workload.sequence is not None or spec.TASKS[workload.task].default_allocator:
-        # A variable-length task is the backward step on the model's sequence form (every
-        # strategy alike: only the batches' shapes and the mode's shape policy differ); the
-        # default-allocator one is the backward step with TensorFlow's own memory policy.
-        return _loss_task(model, loss_fn, jacobian=False)
-    builders = {
-        "backward": lambda: _loss_task(model, loss_fn, jacobian=False),
-        "backward_frozen": lambda: _frozen_task(model, loss_fn,
-                                                workload.spec.trained(workload.task)),
-        "backward_retained": lambda: _retained_task(model, loss_fn),
-        "loss_jacobian": lambda: _with_pfor(_loss_task(model, loss_fn, jacobian=True)),
-        spec.FORWARD_TASK: lambda: _forward_task(model, loss_fn),
-        "jacobian_rows": lambda: _rows_task(model, rows, dtype),
-        "jacobian_vectorized": lambda: _with_pfor(_vectorized_task(model, rows)),
-    }
-    return builders[workload.task]()
+    """The task's forward and derive over the model (its TASK_BUILDERS entry)."""
+    return TASK_BUILDERS[workload.task](model, LOSSES[workload.spec.loss], workload, dtype)
 
 
 # ================================================================ prepare
@@ -261,9 +276,6 @@ def _choices(model: Model, task: Task, mode: str, device: str, dtype: str,
 
 def prepare(workload: spec.Workload, mode: str, device: str,
             dtype: str = "float32") -> Prepared:
-    if workload.spec.loss == "ctc" and dtype != "float32":  # a float64 build (tests) only
-        raise UnsupportedCell(f"tf.nn.ctc_loss with dense labels (ctc_loss_dense) mixes in "
-                              f"float32 constants: it cannot run in {dtype}")
     check_device(device)
     numerics = (apply_cuda_numerics(spec.cuda_numerics(workload.task))
                 if device == "cuda" else {})
@@ -305,19 +317,22 @@ def prepare(workload: spec.Workload, mode: str, device: str,
                 return split_timer(lambda: task.forward(batch(i)), task.derive, sync, clock)
             return whole_timer(lambda: step(batch(i)), sync, clock)
 
+    layouts = model.layouts if task.trained is None else [model.layouts[i]
+                                                          for i in task.trained]
+
+    def canonical(wrt: str, arrays) -> list:
+        """The step's derivatives in the spec's layouts: the input's (NCHW images) or the
+        parameters' (derivatives.Kind.wrt)."""
+        if wrt == "input":
+            return [nhwc_to_nchw(a.numpy()) if model.images else a.numpy() for a in arrays]
+        return [layout.to_canonical(a.numpy()) for layout, a in zip(layouts, arrays,
+                                                                    strict=True)]
+
     def derivatives(i):
         called(batch(i))
         with tf.device(tf_device):
             loss, arrays = step(batch(i))
-        if spec.TASKS[workload.task].derivative == "loss":  # the forward task: its loss
-            return loss_as_array(float(loss), dtype)
-        if spec.TASKS[workload.task].derivative == "jacobian":
-            jacobian = arrays[0].numpy()
-            return float("nan"), [nhwc_to_nchw(jacobian) if model.images else jacobian]
-        layouts = model.layouts if task.trained is None else [model.layouts[i]
-                                                              for i in task.trained]
-        return float(loss), [layout.to_canonical(a.numpy())
-                             for layout, a in zip(layouts, arrays, strict=True)]
+        return checked(spec.TASKS[workload.task].derivative, loss, arrays, dtype, canonical)
 
     choices = _choices(model, task, mode, device, dtype, numerics)
 
@@ -335,13 +350,6 @@ def prepare(workload: spec.Workload, mode: str, device: str,
                     release=task.release)
 
 
-class TensorFlowBackend(TensorFlowDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return TensorFlowBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = TensorFlowDevice

@@ -10,18 +10,12 @@ arrays, the layouts Theano users write (T.dot(x, W) with W (in, out); NCHW image
 (out, in, kh, kw) kernels for T.nnet.conv2d).  Batches are the function's inputs.
 """
 
-from adbench import spec
-from adbench.backends import Capabilities, Refusal
+from adbench.backends import Capabilities, Refusal, one_compiled_function
 
 CAPABILITIES = Capabilities(
     framework="theano",
     refusals=(
-        Refusal("the Theano backend implements no batches of varying length: its "
-                "models read fixed shapes",
-                tasks=spec.SEQUENCE_TASKS),
-        Refusal("Theano compiles the step into one function whose intermediates live only "
-                "during a call: no graph outlives the step to retain",
-                tasks=("backward_retained",)),
+        *one_compiled_function("Theano"),
         Refusal("Theano 1.0.5 has no vectorised Jacobian: theano.gradient.jacobian loops over "
                 "the output rows with theano.scan (one theano.grad per row), and Theano has "
                 "no vmap / vectorize_graph", tasks=("jacobian_vectorized",)),

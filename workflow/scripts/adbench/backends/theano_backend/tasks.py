@@ -10,11 +10,16 @@ import adbench.backends.theano_backend.device  # noqa: F401  (flags, before thea
 import theano
 
 from adbench import spec
-from adbench.backends import Backend, Prepared
+from adbench.backends import Prepared
 from adbench.backends import symbolic_graphs as graphs
-from adbench.backends.theano_backend import CAPABILITIES
 from adbench.backends.theano_backend.device import BATCHED_DOT_PERFORM, TheanoDevice
 from adbench.backends.theano_backend.models import DIALECT
+
+
+# The tasks' graphs (symbolic_graphs), but the vectorised Jacobian: Theano has none
+# (CAPABILITIES).
+TASK_BUILDERS = {task: graph for task, graph in graphs.TASK_GRAPHS.items()
+                 if task != "jacobian_vectorized"}
 
 
 # ================================================================ compilation
@@ -46,11 +51,13 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     cache = _cache_state()
 
     t = time.perf_counter()
-    inputs, outputs, choices = graphs.task_graph(DIALECT, workload, params, dtype)
+    inputs, outputs, choices = graphs.task_graph(DIALECT, TASK_BUILDERS[workload.task],
+                                                  workload, params, dtype)
     function = theano.function(inputs, outputs, mode="FAST_RUN")
     compile_s = time.perf_counter() - t
     graphs.check_output_dtypes(function, dtype)
-    run, derivatives = graphs.timed_function(function, batches, len(inputs), workload)
+    run, derivatives = graphs.timed_function(function, batches, len(inputs), workload,
+                                             dtype)
 
     choices.update(
         {
@@ -97,13 +104,6 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     return prepared
 
 
-class TheanoBackend(TheanoDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return TheanoBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = TheanoDevice

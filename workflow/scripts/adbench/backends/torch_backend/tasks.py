@@ -1,6 +1,6 @@
 """PyTorch's tasks: the modes' transforms (TorchScript, torch.compile and its caches), one
 builder per task over WithLoss(model), the variable-length tasks' shape policies, prepare,
-and the Backend."""
+and the device class backends.load builds the Backend of."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ import torch
 from torch import Tensor
 
 from adbench import spec
-from adbench.backends import Backend, Prepared
-from adbench.backends.torch_backend import CAPABILITIES
+from adbench.backends import Prepared
 from adbench.backends.torch_backend.device import (TorchDevice, apply_cuda_numerics,
                                                    device_sync, torch_device)
 from adbench.backends.torch_backend.models import (SequenceLoss, as_tensor, build,
@@ -557,13 +556,6 @@ def prepare(workload: spec.Workload, mode: str, device: str, dtype: str = "float
     return prepared
 
 
-class TorchBackend(TorchDevice):
-    capabilities = CAPABILITIES
-
-    def prepare(self, workload: spec.Workload, mode: str, device: str,
-                dtype: str = "float32") -> Prepared:
-        return prepare(workload, mode, device, dtype)
-
-
-def backend() -> Backend:
-    return TorchBackend()
+# The device class backends.load makes this framework's Backend of (with CAPABILITIES,
+# TASK_BUILDERS and prepare).
+DEVICE = TorchDevice
