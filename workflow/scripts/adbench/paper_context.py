@@ -17,6 +17,7 @@ from adbench import tables as tbl
 from adbench.claims import CLAIMS
 from adbench.formatting import latex, missing
 from adbench.machines_section import block_namer, machine_names
+from adbench import paper_tables
 from adbench.paper_tables import pair_label
 from adbench.selection import focus_rows
 from adbench.report_spec import (
@@ -641,6 +642,7 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
             "heap": mebibytes(r.heap_after_step_bytes),
             "kept": kept_by_step(r),
             "kept_over_saved": fmt.number(getattr(r, "kept_over_saved", math.nan)),
+            "far_above": paper_tables.far_above(r),
             "from_start": int(r.n_peak_from_start) > 0,
             "device_allocated": mebibytes(r.device_peak_allocated_bytes),
             "device_reserved": mebibytes(r.device_peak_reserved_bytes),
@@ -655,4 +657,5 @@ def memory_context(memory: pd.DataFrame | None, cells: pd.DataFrame | None) -> d
         "any_from_start": any(r["from_start"] for r in rows),
         "any_not_measurable": any(r["kept"] == NOT_MEASURABLE_MARK for r in rows),
         "n_conditions": len(rows),
+        "notes": paper_tables.memory_notes(memory),
     }

@@ -15,7 +15,9 @@ import pandas as pd
 from adbench import disagreements as disagreements_section
 from adbench import findings, graphs as graphs_section, hypotheses, machines_section
 from adbench import paper_context, paper_framing, paper_tables, report_stats
-from adbench import scaling_section, variants as variants_section, varlen as varlen_section
+from adbench import scaling_section
+from adbench.scaling import read_peaks
+from adbench import variants as variants_section, varlen as varlen_section
 from adbench import tables as tbl
 from adbench.report_spec import TABLES, TableInfo
 from adbench.sections import figures as declared_figures
@@ -62,6 +64,10 @@ class PaperInputs:
     @functools.cached_property
     def cells(self) -> pd.DataFrame | None:
         return pd.read_parquet(self.path("cells")) if self.path("cells") else None
+
+    @functools.cached_property
+    def conditions(self) -> pd.DataFrame | None:
+        return pd.read_parquet(self.path("conditions")) if self.path("conditions") else None
 
     @functools.cached_property
     def made(self) -> pd.DataFrame | None:
@@ -190,8 +196,9 @@ def claims(i: PaperInputs) -> dict:
 
 
 def disagreements(i: PaperInputs) -> dict:
-    return {"disagreements": disagreements_section.disagreements_context(i.data, i.study,
-                                                                          i.cells)}
+    return {"disagreements": disagreements_section.disagreements_context(
+        i.data, i.study, i.cells, peak=read_peaks(i.path("peak") or []),
+        conditions=i.conditions)}
 
 
 def machines(i: PaperInputs) -> dict:

@@ -47,6 +47,8 @@ PEAK = Input("peak", "scaling/peak.json or peak_cuda.json, a measured matmul rat
              "repeatable)", many=True)
 SCALING_FIGURE = Input("scaling_figure", "a scaling figure by the axis it sweeps, AXIS=PATH "
                        "(repeatable)", many=True)
+CONDITIONS = Input("conditions", "aggregate's conditions.parquet: each condition's estimates, "
+                   "for the disagreements' tests (optional)", tree="aggregate/conditions.parquet")
 CONFIGFILE = Input("configfile", "the config the run was made with, as the command line "
                    "names it (the last appendix's commands; none: the default config)")
 RESULTS = Input("results", "the run's results tree (the last appendix's files)")
@@ -63,7 +65,7 @@ SECTIONS = (
     Section("claims", HERE + "claims", "sections/claims.tex.j2",
             inputs=(*CORE, *VERDICT_FILES)),
     Section("disagreements", HERE + "disagreements", "sections/disagreements.tex.j2",
-            inputs=CORE),
+            inputs=(*CORE, PEAK, CONDITIONS)),
     Section("machines", HERE + "machines", "sections/machines.tex.j2", inputs=(*CORE, MADE)),
     Section("limitations", HERE + "limitations", "sections/limitations.tex.j2",
             inputs=(*CORE, CLAIMS, VALIDATION)),
