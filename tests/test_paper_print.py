@@ -26,7 +26,8 @@ matplotlib.use("Agg")
 import fabricated  # noqa: E402
 import figures  # noqa: E402
 import paper_checks  # noqa: E402
-from adbench import graphs, plotting  # noqa: E402
+from adbench import comparisons, graphs, plotting  # noqa: E402
+from adbench.sections import drawing  # noqa: E402
 from paper_checks import Paper  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,16 +188,13 @@ INCLUDED = re.compile(r"\\includegraphics\[width=([\d.]+)bp\]\{([^}]+)\}")
 def redrawn(name: str, tree: Path, confidence: float = 0.95):
     """A figure of the paper drawn again from its tree, as the figures rule draws it."""
     agg = tree / "aggregate"
-    cells = pd.read_parquet(agg / "cells.parquet")
-    if name == "first_iterations":
-        return figures.plot(pd.read_parquet(agg / "iterations.parquet"), 15)
-    if name == "memory_per_cell":
-        return figures.plot_memory(cells)
-    found = figures.comparisons.estimates(pd.read_parquet(agg / "conditions.parquet"), "mean")
-    args = type("Args", (), {"confidence": confidence,
-                             "published": str(ROOT / "report" / "published")})
-    return figures.SUMMARY_FIGURES[name](pd.read_parquet(agg / "summary.parquet"), cells,
-                                         found, args)
+    data = drawing.FigureData(
+        iterations=pd.read_parquet(agg / "iterations.parquet"), first=15,
+        summary=pd.read_parquet(agg / "summary.parquet"),
+        cells=pd.read_parquet(agg / "cells.parquet"),
+        found=comparisons.estimates(pd.read_parquet(agg / "conditions.parquet"), "mean"),
+        confidence=confidence, published=str(ROOT / "report" / "published"))
+    return figures.draw(name, data)
 
 
 def test_every_figure_prints_its_text_at_seven_points_or_more(paper):

@@ -198,6 +198,30 @@ def test_marks_of_a_partial_waiting_cell_share_one_superscript():
     assert [n["mark"] for n in context["notes"]] == ["a", "b", "c"]
 
 
+# ----------------------------------------------------------------------------- a busy machine
+def test_a_condition_measured_on_a_busy_machine_is_marked_with_one_shared_note():
+    """Both layouts: the busy condition's mean carries the note's mark, a quiet one none, and
+    the note is printed once however many conditions were busy."""
+    for table in (EAGER_TABLE, ROWS_TABLE):
+        pairs = table_modes(table)[:3]
+        model, task = table.models[0], table.tasks[0]
+        busy = [1, 0, 2][:len(pairs)]
+        ours = tidy([tidy_row(table, *p, model, task, n_busy=n, busy_other_cores=0.7)
+                     for p, n in zip(pairs, busy)])
+        context = paper_tables.table_context(table, ours, no_study(table))
+        assert context["notes"] == [{"mark": "a", "text": paper_tables.BUSY}], table.name
+        marked = [c for x in lines_of(context) for c in x["cells"] if r"$^{\mathrm{a}}$" in c]
+        assert len(marked) == sum(n > 0 for n in busy), table.name  # the quiet one has none
+
+
+def test_without_a_busy_condition_nothing_is_marked():
+    for n_busy in (0, NAN, None):  # none busy; tidy tables from before the reading
+        ours = tidy([tidy_row(EAGER_TABLE, *p, EAGER_TABLE.models[0], EAGER_TABLE.tasks[0],
+                              n_busy=n_busy) for p in table_modes(EAGER_TABLE)[:2]])
+        context = paper_tables.table_context(EAGER_TABLE, ours, no_study(EAGER_TABLE))
+        assert context["notes"] == [] and "$^" not in "".join(line(context, "this work")["cells"])
+
+
 # ----------------------------------------------------------------------------- headline
 def test_the_headline_gives_like_for_like_speed_ups_and_backward_only_where_timed():
     pairs = compiled_pairs(COMPILED_TABLE)

@@ -22,12 +22,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import aggregate
 import compare
 import make_tables
 import make_verdicts
 from adbench import report_spec, stats
 from adbench.formatting import latex
-from adbench.paper_tables import NOT_IN_GRID, WAITING
+from adbench.paper_tables import BUSY, NOT_IN_GRID, WAITING
 from adbench.tables import FIGURES_OF_TABLES
 from adbench.report_spec import TABLES
 from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, STUDY_TASKS, TASKS
@@ -89,7 +90,12 @@ def write_gradients(path: Path, with_new_columns: bool = True) -> None:
     frame.to_csv(path, index=False)
 
 
-def write_environment(path: Path) -> None:
+def write_environment(path: Path, cells: pd.DataFrame | None = None) -> None:
+    """environment.json; with `cells` (planted stops and busy readings) the workload's stop
+    and busy keys and what aggregate counts of them (aggregate.measuring_facts)."""
+    measuring = {} if cells is None else {
+        "workload": {"warmup": 2, "iterations": 3, **MEASURING_WORKLOAD},
+        **aggregate.measuring_facts(cells)}
     path.write_text(
         json.dumps(
             {
@@ -124,13 +130,46 @@ def write_environment(path: Path) -> None:
                 "machines": [{"machine": "x86 CPU", "cpu_model": "x86 CPU"}],
                 "started_at": "2025-01-02T03:04:05Z",
                 "ended_at": "2025-01-02T04:05:06Z",
+                **measuring,
             }
         )
     )
 
 
+# The stop and busy keys of a planted run (config.schema.yaml's defaults).
+MEASURING_WORKLOAD = {"stop": "precision", "precision": 0.02, "min_iterations": 10,
+                      "measure_s": 5, "busy_share": 0.25, "busy_retimes": 1}
+BUSY_CELL = ("torch", "eager", "mlp512", "backward", 0)  # busy after its re-timing
+RETIMED_QUIET = ("tensorflow", "eager", "mlp512", "backward", 1)  # quiet the second time
+BUSY_CORES = 0.66
+
+
+def with_measuring(cells: pd.DataFrame) -> pd.DataFrame:
+    """cells.parquet as measure.py's stop and busy fields make it: the study's backward pass
+    of [512] a fixed count, every other cell a precision stop (seed 0 at its time cap, at
+    3.4 %; seed 1 at its precision, 1.1 %); BUSY_CELL busy after a re-timing, RETIMED_QUIET
+    quiet after one, every other cell quiet."""
+    keys = ["framework", "mode", "model", "task", "seed"]
+    fixed = (cells["model"] == "mlp512") & (cells["task"] == "backward")
+    first = cells["seed"] == 0
+    out = cells.assign(
+        stop=["fixed" if f else "precision" for f in fixed],
+        stop_reason=["fixed" if f else "budget" if s else "precision"
+                     for f, s in zip(fixed, first)],
+        precision_reached=[0.034 if s else 0.011 for s in first],
+        busy=pd.Series(False, index=cells.index, dtype=object), busy_retimed=0,
+        load_other_cores=0.02)
+    out.loc[(out[keys] == BUSY_CELL).all(axis=1), ["busy", "busy_retimed",
+                                                   "load_other_cores"]] = [True, 1, BUSY_CORES]
+    out.loc[(out[keys] == RETIMED_QUIET).all(axis=1), "busy_retimed"] = 1
+    not_ok = out["status"] != "ok"
+    out.loc[not_ok, ["stop_reason", "precision_reached", "busy"]] = None
+    return out
+
+
 @functools.cache
-def analysis(threads, without_mode, frameworks, waited, drop_choices, failed_message) -> Path:
+def analysis(threads, without_mode, frameworks, waited, drop_choices, failed_message,
+             measuring=False) -> Path:
     """The analysis of the synthetic cells (summary, bootstrap, comparisons, tables, verdicts,
     first iterations) in a folder of its own, made once per set of arguments: each test copies
     it (make_inputs), so a test that edits its copy changes no other test's."""
@@ -151,6 +190,8 @@ def analysis(threads, without_mode, frameworks, waited, drop_choices, failed_mes
         cells = cells.drop(columns="choices")
     if failed_message is not None:
         cells.loc[cells["status"] == "failed", "message"] = failed_message
+    if measuring:
+        cells = with_measuring(cells)
     summary = stats.across_seeds(stats.trial_stats(iterations))
     summary.to_parquet(tmp_path / "summary.parquet")
     cells.to_parquet(tmp_path / "cells.parquet")
@@ -194,16 +235,20 @@ def make_inputs(
     waited: tuple | None = None,
     without_mode: tuple[str, str] | None = None,
     frameworks: tuple[str, ...] | None = None,
+    measuring: bool = False,
 ) -> list[str]:
     """The inputs of render_paper.py; `waited`: (framework, mode, model, task, seed) of a cell
     whose loop kept fewer cores busy than its thread (WAITED_CORES); `without_mode`: a
-    (framework, mode) with no cell in the run.  `figure` stands for every figure."""
-    analysed = analysis(threads, without_mode, frameworks, waited, drop_choices, failed_message)
+    (framework, mode) with no cell in the run; `measuring`: cells with their stop reasons and
+    busy readings (with_measuring).  `figure` stands for every figure."""
+    analysed = analysis(threads, without_mode, frameworks, waited, drop_choices, failed_message,
+                        measuring)
     shutil.copytree(analysed, tmp_path, dirs_exist_ok=True)
     if validation is not None:
         (tmp_path / "harness.json").write_text(json.dumps(validation))
     write_gradients(tmp_path / "gradients.csv", gradients_v2)
-    write_environment(tmp_path / "environment.json")
+    write_environment(tmp_path / "environment.json",
+                      pd.read_parquet(tmp_path / "cells.parquet") if measuring else None)
     if figure is None:
         figure = tmp_path / "first_iterations.pdf"
         figure.write_bytes(b"%PDF-1.4 stand-in, never compiled\n")
@@ -614,6 +659,56 @@ def test_a_loop_that_waited_is_listed_and_marked_where_its_numbers_are_printed(t
     marked = [row for row in re.split(r"\\tabularnewline|\\\\", comparisons)
               if "waited" in row]
     assert marked and all("[512], PyTorch (eager), backward" in row for row in marked[:-1])
+
+
+# ----------------------------------------------------------------------------- stops, busy cells
+def test_the_stop_rule_its_reasons_and_a_busy_machine_are_printed_where_they_belong(tmp_path):
+    """Planted cells: the backward pass of [512] a fixed count, every other cell a precision
+    stop (seed 0 at its time cap, seed 1 at its precision); one cell busy after its
+    re-timing, one quiet after it.  The protocol table gives each row's rule, reasons and
+    precision reached; the method the rule and the counts; the limitations how many cells
+    were busy and how busy; the busy condition's mean is marked in its table."""
+    render_paper.main(make_inputs(tmp_path, measuring=True) + ["--tex-only"])
+    tex = " ".join((tmp_path / "paper" / "paper.tex").read_text().split())
+    cells = pd.read_parquet(tmp_path / "cells.parquet")
+    ok = cells[cells["status"] == "ok"]
+    protocol = tex.split(r"\label{tab:protocol}")[1].split(r"\end{longtable}")[0]
+    rows = [r.split(" & ") for r in protocol.split(r"\endfoot")[1].split(r"\tabularnewline")
+            if " & " in r]
+    fixed = [r for r in rows if r[6].strip() == "fixed"]
+    assert len(fixed) == 1 and "[512]" in fixed[0][1]
+    n_fixed = int(((ok["model"] == "mlp512") & (ok["task"] == "backward")).sum())
+    assert fixed[0][7].strip() == f"fixed {n_fixed}"
+    for r in (r for r in rows if r not in fixed):  # min_iterations 10 of 3 iterations: 3
+        assert r[6].strip() == r"$\pm$2\% or 5 s, 3 at least"
+        assert re.fullmatch(r"precision \d+, time \d+", r[7].strip()) and r[8].strip() == \
+            r"1.1--3.4\%"
+    method = tex.split(r"\paragraph{Protocol.}")[1].split(r"\paragraph{What is timed.}")[0]
+    precise = ok[ok["stop"] == "precision"]
+    n_time = int((precise["seed"] == 0).sum())
+    assert (f"{len(precise) - n_time} stopped at their precision, {n_time} at the time cap, "
+            f"{n_fixed} after a fixed count") in method
+    assert (r"within $\pm$2\% of the median (and the medians of its two halves as close), or "
+            "until 5 s were measured, after 3 iterations; the cells the configuration gave a "
+            "fixed count measured that count") in method
+    limitations = tex.split(r"\label{sec:limitations}")[1].split(r"\section")[0]
+    assert (f"Busy machine: 2 cells were measured again for a busy machine (other processes "
+            f"took more than 0.25 of a core") in limitations
+    assert (f"1 of the 55 completed cells stayed busy (other processes took {BUSY_CORES:.2f} "
+            "cores of their CPUs") in limitations
+    assert f"Precision: {n_time} of the {len(precise)} cells measured to a precision" in \
+        limitations
+    checks = tex.split(r"\paragraph{Checks.}")[1].split(r"\section")[0]
+    assert "2 cells were measured again, 1 stayed busy" in checks
+    table1 = tex.split(r"\label{tab:table1_eager}")[1].split(r"\label{tab:")[0]
+    assert r"811 $\pm$ 55$^{\mathrm{a}}$" in table1  # PyTorch (eager), [512]: the busy one
+    assert table1.count(rf"$^{{\mathrm{{a}}}}$\,{BUSY}") == 1  # its note, once
+    assert table1.count(r"$^{\mathrm{a}}$") == 2  # its mean and its note: no other mean
+
+
+def test_a_quiet_run_marks_no_busy_cell(tex):
+    """The default inputs: no cell busy, no busy reading at all."""
+    assert BUSY not in tex and "Busy machine" not in tex and "(at most" not in tex
 
 
 # ----------------------------------------------------------------------------- figures, memory

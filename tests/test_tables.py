@@ -427,6 +427,31 @@ def test_noisy_cells_dropped_warmup_and_no_steady_state_are_counted_and_said(agg
     assert "no steady state found" in tables.to_markdown(tidy, BY_NAME["table1_eager"])
 
 
+def test_a_condition_measured_on_a_busy_machine_is_counted_marked_and_said(aggregate):
+    """A busy seed (aggregate's `busy`, after its re-timings) makes its condition's n_busy and
+    how busy; the Markdown marks its mean and says how many cells were busy.  A busy reading
+    of a failed cell does not count, and a quiet run marks nothing."""
+    summary, cells = aggregate
+    table = BY_NAME["table1_eager"]
+    quiet = cells.assign(busy=False, busy_retimed=0, load_other_cores=0.05)
+    torch = (quiet["framework"] == "torch") & (quiet["mode"] == "eager")
+    planted = quiet.copy()
+    planted.loc[torch & (planted["seed"] == 0), ["busy", "load_other_cores"]] = [True, 0.72]
+    planted.loc[planted["status"] != "ok", "busy"] = True  # never measured: not counted
+    tidy = tables.tidy_table(table, summary, planted)
+    mine = tidy[tidy["framework"] == "torch"]
+    assert (mine["n_busy"] == 1).all() and (mine["busy_other_cores"] == 0.72).all()
+    assert (tidy.loc[tidy["framework"] != "torch", "n_busy"] == 0).all()
+    markdown = tables.to_markdown(tidy, table)
+    assert markdown.count(tables.BUSY_MARK) == len(mine) + 1  # each mean, and the count's line
+    assert f"{len(mine)} cells of {len(mine)} conditions" in markdown
+    assert "busy in 1 of 2 seeds (other processes took up to 0.72 cores)" in markdown
+    for calm in (quiet, cells):  # no busy cell; cells from before the reading
+        tidy = tables.tidy_table(table, summary, calm)
+        assert (tidy["n_busy"] == 0).all() and tidy["busy_other_cores"].isna().all()
+        assert "busy" not in tables.to_markdown(tidy, table)
+
+
 def test_a_failed_cells_note_names_its_log_and_an_unsupported_one_needs_none(aggregate):
     _, cells = aggregate
     cells = cells.assign(log=[f"tree/logs/{i}.log" for i in range(len(cells))])

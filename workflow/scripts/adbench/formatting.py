@@ -139,6 +139,38 @@ def percent(value, places: int | None = 0, tex: bool = False) -> str:
     return latex(text) if tex else text
 
 
+def percent_span(values, tex: bool = False) -> str:
+    """'0.35–3.9%' over shares (the precision a median reached), two significant digits
+    and no trailing zero ('2%'), a single value when they agree, 'n/a' when none."""
+    values = sorted(100 * float(v) for v in values if not missing(v))
+    if not values:
+        return NA
+    low, high = (f"{round(v, decimals(v, 2)):g}" for v in (values[0], values[-1]))
+    text = f"{low}%" if low == high else f"{low}–{high}%"
+    return latex(text) if tex else text
+
+
+def cores(value) -> str:
+    """CPU time over a window, in cores: '0.72' (two decimals: a reading's resolution is a
+    clock tick per CPU, a hundredth of a core over a second)."""
+    return number(value, 2)
+
+
+def cores_span(values, tex: bool = False) -> str:
+    """'0.41–0.93' cores over readings (cores), one value when they agree, 'n/a' when none."""
+    values = sorted(float(v) for v in values if not missing(v))
+    if not values:
+        return NA
+    low, high = cores(values[0]), cores(values[-1])
+    text = low if low == high else f"{low}–{high}"
+    return latex(text) if tex else text
+
+
+def seconds(value) -> str:
+    """A stated time in seconds, '5 s', '0.5 s'."""
+    return NA if missing(value) else f"{float(value):g} s"
+
+
 def scientific(value, tex: bool = False) -> str:
     """A small error or tolerance: '1.2e-06', for siunitx '\\num{1.2e-06}'."""
     if missing(value):

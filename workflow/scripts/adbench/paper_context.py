@@ -31,6 +31,7 @@ from adbench.report_spec import (
     task_label,
 )
 from adbench.spec import FRAMEWORKS, MODELS, STUDY_MODELS, TASKS, timed_quantities
+from adbench.timing import CONFIDENCE as STOP_CONFIDENCE
 
 QUANTITY_SHORT = {"backward_s": "backward", "forward_s": "forward", "step_s": "step"}
 # Beyond this many tasks the quantities table abbreviates its cells and turns its headers.
@@ -97,12 +98,87 @@ def setup_context(env: dict) -> dict:
 
 # ----------------------------------------------------------------------------- protocol
 CONDITION = ["framework", "mode", "model", "task", "device", "threads"]
-PROTOCOL_KEYS = ("seeds", "processes", "warmup", "iterations")
+PROTOCOL_KEYS = ("seeds", "processes", "warmup", "iterations", "rule")
+# Why a measured phase ended (schema.MEASURING_FIELDS' stop_reason), as the protocol table
+# counts them (its caption says each), in its order: the precision reached, the measured-time
+# cap spent, the most iterations done, a fixed count done, the process's budget out.
+STOP_REASONS = {"precision": "precision", "budget": "time", "max_count": "most",
+                "fixed": "fixed", "timeout": "budget"}
+# The same, in the method's sentence: how many cells stopped, and why.
+STOP_REASON_WORDS = {"precision": "at their precision", "budget": "at the time cap",
+                     "max_count": "at the most iterations", "fixed": "after a fixed count",
+                     "timeout": "when their process's budget ran out"}
+# The precision stop's keys (spec.WORKLOAD_STOPPING) each cell's rule is read from: the
+# cells' own where aggregate carries them, else the config's (environment.json's workload).
+RULE_KEYS = ("precision", "min_iterations", "measure_s")
+
+
+def with_stop_rule(measured: pd.DataFrame, workload: dict | None) -> pd.DataFrame:
+    """The cells with their stop rule: `stop` (precision, or fixed: a file from before the
+    precision stop measured a fixed count) and RULE_KEYS."""
+    out = measured.copy()
+    stop = out["stop"] if "stop" in out else pd.Series(None, index=out.index, dtype=object)
+    out["stop"] = stop.where(stop.notna(), "fixed")
+    for key in RULE_KEYS:
+        given = (workload or {}).get(key)
+        column = out[key] if key in out else pd.Series(math.nan, index=out.index)
+        out[key] = pd.to_numeric(column, errors="coerce").fillna(
+            math.nan if given is None else float(given))
+    return out
+
+
+def rule_text(mine: pd.DataFrame) -> str:
+    """A group of cells' stop rule: 'fixed', or the precision stop's target, time cap and
+    fewest iterations ('±2% or 5 s, 10 at least'), each distinct rule once."""
+    texts = []
+    for stop, rows in mine.groupby("stop", sort=True):
+        if stop != "precision":
+            texts.append(str(stop))
+            continue
+        fewest = [min(int(a), int(b)) for a, b in zip(rows["min_iterations"].fillna(
+            rows["iterations"]), rows["iterations"])]
+        target = f"±{fmt.percent_span(rows['precision'].drop_duplicates())}"
+        capped = rows["measure_s"].dropna().drop_duplicates()
+        cap = f" or {', '.join(fmt.seconds(v) for v in sorted(capped))}" if len(capped) else ""
+        texts.append(f"{target}{cap}, {fmt.whole_span(fewest)} at least")
+    return "; ".join(texts)
+
+
+def reasons_text(mine: pd.DataFrame, tex: bool = True) -> str:
+    """How many cells stopped for each reason: 'precision 8, time 2'; 'n/a' where no cell
+    recorded one (files from before the reasons were recorded)."""
+    if "stop_reason" not in mine:
+        return fmt.NA
+    counts = mine["stop_reason"].dropna().value_counts()
+    text = ", ".join(f"{words} {int(counts[reason])}" for reason, words in STOP_REASONS.items()
+                     if reason in counts)
+    return (latex(text) if tex else text) or fmt.NA
+
+
+def reasons_words(mine: pd.DataFrame) -> str | None:
+    """'8 stopped at their precision, 2 at the time cap, 6 after a fixed count' (LaTeX);
+    None where no cell recorded why it stopped."""
+    if "stop_reason" not in mine:
+        return None
+    counts = mine["stop_reason"].dropna().value_counts()
+    said = [f"{int(counts[reason])} {words}" for reason, words in STOP_REASON_WORDS.items()
+            if reason in counts]
+    if not said:
+        return None
+    return latex(said[0].replace(" ", " stopped ", 1) + "".join(f", {w}" for w in said[1:]))
+
+
+def reached_text(mine: pd.DataFrame) -> str:
+    """The range of the precision the cells' medians reached (LaTeX), 'n/a' where none."""
+    reached = mine["precision_reached"] if "precision_reached" in mine else []
+    return fmt.percent_span(pd.to_numeric(pd.Series(reached), errors="coerce"), tex=True)
 
 
 def protocol_rows(measured: pd.DataFrame) -> list[dict]:
     """Per task, the models that ran alike: their seeds, processes per condition (one per
-    seed: the `processes` column), warm-up and measured iterations, in spec order."""
+    seed: the `processes` column), warm-up, measured iterations (the most) and stop rule
+    (with_stop_rule), in spec order; each row with how many of its cells stopped for each
+    reason and the range of precision they reached."""
     rows = []
     for task in (t for t in TASKS if t in set(measured["task"])):
         alike: dict[tuple, list[str]] = {}
@@ -112,22 +188,59 @@ def protocol_rows(measured: pd.DataFrame) -> list[dict]:
                 continue
             key = (", ".join(str(s) for s in sorted(set(mine["seed"]))),
                    fmt.whole_span(mine["processes"]), fmt.whole_span(mine["warmup"]),
-                   fmt.whole_span(mine["iterations"]))
+                   fmt.whole_span(mine["iterations"]), rule_text(mine))
             alike.setdefault(key, []).append(model)
-        rows += [{"task": latex(task_label(task)),
-                  "models": latex(", ".join(model_label(m) for m in models)),
-                  **{k: latex(v) for k, v in zip(PROTOCOL_KEYS, key)}}
-                 for key, models in alike.items()]
+        for key, models in alike.items():
+            mine = measured[(measured["task"] == task) & measured["model"].isin(models)]
+            rows.append({"task": latex(task_label(task)),
+                         "models": latex(", ".join(model_label(m) for m in models)),
+                         **{k: latex(v) for k, v in zip(PROTOCOL_KEYS, key)},
+                         "reasons": reasons_text(mine), "reached": reached_text(mine)})
     return rows
 
 
-def protocol_context(cells: pd.DataFrame | None) -> dict:
-    """The protocol as run, read from the cells measured (status ok), never from the config:
-    one statement when every task and model ran alike, else a table per task and model."""
+def stop_context(measured: pd.DataFrame) -> dict:
+    """What the method says of the stop over the whole run: whether any cell stopped at a
+    precision, and any at a fixed count; the precision stop's rule (its target, time cap,
+    fewest and most iterations); how many cells stopped for each reason and the range of
+    precision reached."""
+    precise = measured[measured["stop"] == "precision"]
+    fewest = [min(int(a), int(b)) for a, b in zip(
+        precise["min_iterations"].fillna(precise["iterations"]), precise["iterations"])]
+    capped = precise["measure_s"].dropna().drop_duplicates()
+    return {
+        "precision": not precise.empty,
+        "confidence": fmt.percent(STOP_CONFIDENCE, tex=True),
+        "fixed": bool((measured["stop"] != "precision").any()),
+        "target": fmt.percent_span(precise["precision"].drop_duplicates(), tex=True),
+        "measure_s": latex(", ".join(fmt.seconds(v) for v in sorted(capped))) or None,
+        "count": count_words(fewest, precise["iterations"]),
+        "reasons": reasons_words(measured),
+        "reached": reached_text(measured),
+    }
+
+
+NO_STOP = {"precision": False, "confidence": fmt.NA, "fixed": True, "target": fmt.NA,
+           "measure_s": None, "count": fmt.NA, "reasons": None, "reached": fmt.NA}
+
+
+def count_words(fewest, most) -> str:
+    """'after at least 10 and at most 469 iterations', or 'after 3 iterations' where the
+    most is the fewest (LaTeX)."""
+    low, high = fmt.whole_span(fewest, tex=True), fmt.whole_span(most, tex=True)
+    if low == high:
+        return f"after {high} iterations"
+    return f"after at least {low} and at most {high} iterations"
+
+
+def protocol_context(cells: pd.DataFrame | None, workload: dict | None = None) -> dict:
+    """The protocol as run, read from the cells measured (status ok), never from the config
+    but for a precision stop's keys the cells do not carry (with_stop_rule): one statement
+    when every task and model ran alike, else a table per task and model."""
     if cells is None or not (cells["status"] == "ok").any():
         return {"quick": quick_configuration(cells), "uniform": True, "rows": [],
-                **{k: fmt.NA for k in PROTOCOL_KEYS}}
-    measured = cells[cells["status"] == "ok"]
+                "stop": NO_STOP, **{k: fmt.NA for k in PROTOCOL_KEYS}}
+    measured = with_stop_rule(cells[cells["status"] == "ok"], workload)
     measured = measured.assign(processes=measured.groupby(CONDITION)["seed"].transform("size"))
     rows = protocol_rows(measured)
     return {
@@ -138,7 +251,25 @@ def protocol_context(cells: pd.DataFrame | None) -> dict:
         "processes": fmt.whole_span(measured["processes"], tex=True),
         "warmup": fmt.whole_span(measured["warmup"], tex=True),
         "iterations": fmt.whole_span(measured["iterations"], tex=True),
+        "stop": stop_context(measured),
     }
+
+
+def busy_context(env: dict) -> dict | None:
+    """The busy rule as run (the config's workload.busy_share and busy_retimes) and what it
+    found (aggregate's environment.json: n_busy_retimed cells measured again, n_busy kept
+    busy, busy_other_cores the range other processes took of their CPUs); None where no
+    measured phase was judged."""
+    workload = env.get("workload") or {}
+    share = workload.get("busy_share")
+    n_busy, n_retimed = int(env.get("n_busy") or 0), int(env.get("n_busy_retimed") or 0)
+    if share is None and not n_busy and not n_retimed:
+        return None
+    retimes = int(workload.get("busy_retimes") or 0)
+    return {"share": fmt.NA if share is None else f"{float(share):g}",
+            "retimes": fmt.counted(retimes, "time"), "retimed_at_all": retimes > 0,
+            "n_busy": n_busy, "n_retimed": n_retimed, "n_ok": env.get("n_ok", fmt.NA),
+            "other_cores": fmt.cores_span(env.get("busy_other_cores") or [], tex=True)}
 
 
 def verdict_sides() -> set[tuple[str, str, str, str]]:

@@ -8,7 +8,8 @@ identity     the kind of paper a run's cells make, read from the cells (no confi
              the study did not run, a sweep, inputs of varying length), with a title and the
              words the introduction uses;
 limitations  generated from the run: processes behind the verdicts, the warm-up rule's
-             drops, input sizes changed from the study's, what was not measured;
+             drops, cells stopped before their precision, cells measured on a busy machine,
+             input sizes changed from the study's, what was not measured;
 reproduce    the commands that make this paper again, and the files it reads: printed only
              in the paper's last appendix, the one place that names commands and files.
 Text escaped for LaTeX (commands: `command`).
@@ -22,7 +23,8 @@ import pandas as pd
 
 from adbench import formatting as fmt
 from adbench.formatting import latex
-from adbench.paper_context import quick_configuration
+from adbench.paper_context import (STOP_REASON_WORDS, busy_context, quick_configuration,
+                                   reached_text, with_stop_rule)
 from adbench.report_spec import TABLES, cited, framework_label, model_label
 from adbench.spec import FRAMEWORKS, MODELS, STUDY_FRAMEWORKS, TASKS
 
@@ -129,6 +131,52 @@ def warmup_limit(env: dict, cells: pd.DataFrame | None) -> str | None:
     return text + "."
 
 
+# Why a precision stop ended before its precision (schema.MEASURING_FIELDS' stop_reason).
+SHORT_OF_PRECISION = ("budget", "max_count", "timeout")
+
+
+def precision_limit(cells: pd.DataFrame | None, env: dict) -> str | None:
+    """The cells with a precision stop that ended before their median's interval was within
+    the precision asked: how many, why, and the precision they reached."""
+    if cells is None or "stop_reason" not in cells:
+        return None
+    ok = with_stop_rule(cells[cells["status"] == "ok"], env.get("workload"))
+    precise = ok[ok["stop"] == "precision"]
+    short = precise[precise["stop_reason"].isin(SHORT_OF_PRECISION)]
+    if short.empty:
+        return None
+    counts = short["stop_reason"].value_counts()
+    why = ", ".join(f"{int(counts[r])} {STOP_REASON_WORDS[r]}" for r in SHORT_OF_PRECISION
+                    if r in counts)
+    target = fmt.percent_span(precise["precision"].drop_duplicates())
+    said = (f"Precision: {len(short)} of the {len(precise)} cells measured to a precision "
+            f"stopped before the interval of their median step was within ±{target} of it "
+            f"({why}); their medians reached ")
+    return latex(said) + reached_text(short) + "."
+
+
+def busy_limit(env: dict) -> str | None:
+    """How many cells were measured while other processes kept the machine busy, how busy,
+    and how many were measured again for it (paper_context.busy_context)."""
+    busy = busy_context(env)
+    if busy is None or not (busy["n_busy"] or busy["n_retimed"]):
+        return None
+    said = []
+    if busy["n_retimed"]:
+        said.append(f"{fmt.counted(busy['n_retimed'], 'cell was', 'cells were')} measured "
+                    f"again for a busy machine (other processes took more than {busy['share']} "
+                    "of a core beyond the CPUs the cell's threads left spare)")
+    if busy["n_busy"]:
+        said.append(f"{busy['n_busy']} of the {busy['n_ok']} completed cells "
+                    f"{'stayed' if busy['retimed_at_all'] else 'were'} busy (other processes "
+                    f"took {fmt.cores_span(env.get('busy_other_cores') or [])} cores of their "
+                    "CPUs while they were measured):"
+                    " they are kept, their numbers marked in the tables")
+    else:
+        said.append("none stayed busy")
+    return "Busy machine: " + "; ".join(said) + "."
+
+
 def size_limits(cells: pd.DataFrame | None, study: dict) -> list[str]:
     """Inputs and epochs smaller than the study's."""
     if cells is None or cells.empty:
@@ -201,7 +249,8 @@ def cells_limit(cells: pd.DataFrame | None) -> str | None:
 def limitations(cells, env: dict, claims, data: dict, study: dict,
                 validation_run: bool) -> list[str]:
     """The run's limitations, generated from what it was (LaTeX)."""
-    found = [processes_limit(claims), warmup_limit(env, cells), *size_limits(cells, study),
+    found = [processes_limit(claims), warmup_limit(env, cells), precision_limit(cells, env),
+             busy_limit(env), *size_limits(cells, study),
              *not_measured_limits(cells, data, claims), machine_limit(env), cells_limit(cells)]
     if env.get("n_noisy"):
         found.append(f"Noise: {env['n_noisy']} cells had an interquartile range over "

@@ -6,7 +6,8 @@ task (mean, median, std), the speed-ups of an improvement table, the ratio of tw
 the study's published row, verbatim; a column group per (framework, mode).  Layout "rows": a
 row per (framework, mode) under each model, a column group per task.  A cell that is not ok
 reads n/a with a footnote that says why; a footnote also marks a flagged cell (noisy, warm-up
-longer than configured) and one whose loop waited (paper_context.waiting_conditions).
+longer than configured), one whose loop waited (paper_context.waiting_conditions) and one
+measured while the machine was busy (the tidy table's n_busy).
 Numbers are written by adbench.formatting; text arrives LaTeX-escaped.
 """
 
@@ -38,6 +39,10 @@ DASH = latex(fmt.NOTHING)  # a cell with no value of its kind (an eager mode's s
 WAITING = (
     "the timed loop kept fewer cores busy than its threads in at least one process, a sign "
     "of waiting (Table~\\ref{tab:threads})"
+)
+BUSY = (
+    "other processes kept the machine busy while at least one of its processes was measured "
+    "(Section~\\ref{sec:limitations} says how busy)"
 )
 # An improvement table's speed-ups, eager over compiled (tables.py): like for like first; the
 # study's construction last, only where the study's table is reproduced (layout "columns").
@@ -94,7 +99,8 @@ def condition_of(r: dict) -> tuple:
 
 def cell_marks(r: dict, where: str, notes: Notes, waiting: set) -> str:
     """The footnote marks on our mean: not ok (its status and why) or not in the grid, its
-    flags (noisy, warm-up short), and a loop that waited; '' for a clean cell."""
+    flags (noisy, warm-up short), a loop that waited and a busy machine; '' for a clean
+    cell."""
     if not r:
         return superscript(notes.mark(NOT_IN_GRID))
     texts = []
@@ -105,6 +111,8 @@ def cell_marks(r: dict, where: str, notes: Notes, waiting: set) -> str:
         texts.append(f"{where}: {latex(reader_message(r['flags']))}")
     if condition_of(r) in waiting:
         texts.append(WAITING)
+    if not fmt.missing(r.get("n_busy")) and r["n_busy"] > 0:
+        texts.append(BUSY)
     return superscript(",".join(notes.mark(t) for t in texts)) if texts else ""
 
 

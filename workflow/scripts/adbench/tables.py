@@ -30,6 +30,9 @@ Tidy CSV columns (TIDY_COLUMNS), one row per condition (a cell over its seeds):
     n_noisy         seeds whose step IQR / median is above the noise threshold
     warmup_dropped  measured iterations dropped by the warm-up rule (stats.steady_rows), over
                     the condition's seeds; n_no_steady_state: seeds that never settled
+    n_busy          seeds measured while other processes kept the machine busy, after their
+                    re-timings (aggregate's `busy`); busy_other_cores: the most cores other
+                    processes took in one of them (their numbers are marked BUSY_MARK)
     status, note    ok | partial | n/a, and why (a cell that is not ok is never dropped)
     flags           what the reader should know of an ok condition (noisy, no steady state)
 """
@@ -88,11 +91,15 @@ TIDY_COLUMNS = [
     "n_noisy",
     "warmup_dropped",
     "n_no_steady_state",
+    "n_busy",
+    "busy_other_cores",
     "status",
     "note",
     "flags",
 ]
 EMPTY_NOTE = "Not measured in this run: no cell of this table is in the config."
+# Beside the mean of a condition measured on a busy machine (n_busy), in the Markdown table.
+BUSY_MARK = " (busy)"
 
 
 # ----------------------------------------------------------------------------- spec facts
@@ -281,6 +288,36 @@ def flag_columns(mine: pd.DataFrame, noise_threshold: float | None) -> pd.DataFr
     return counts[columns]
 
 
+def busy_columns(mine: pd.DataFrame) -> pd.DataFrame:
+    """Per condition: its ok seeds measured while other processes kept the machine busy
+    (after their re-timings: aggregate's `busy`), and the most cores other processes took
+    during one of them; none where the cells predate the reading."""
+    keys = list(stats.CONDITION_FIELDS)
+    columns = keys + ["n_busy", "busy_other_cores"]
+    if "busy" not in mine or mine.empty:
+        return pd.DataFrame(columns=columns)
+    ok = mine[mine["status"] == "ok"]
+    busy = ok["busy"].astype("boolean").fillna(False).astype(bool)
+    other = pd.to_numeric(ok["load_other_cores"], errors="coerce").where(busy) \
+        if "load_other_cores" in ok else pd.Series(math.nan, index=ok.index)
+    found = (ok.assign(n_busy=busy.astype(int), busy_other_cores=other)
+             .groupby(keys, observed=True)
+             .agg(n_busy=("n_busy", "sum"), busy_other_cores=("busy_other_cores", "max"))
+             .reset_index())
+    return found[columns]
+
+
+def busy_words(r) -> str:
+    """'measured while the machine was busy in 1 of 3 seeds (other processes took up to 0.72
+    cores)'; '' for a condition measured on a quiet machine."""
+    n, seeds, most = (getattr(r, k, None) for k in ("n_busy", "n_seeds", "busy_other_cores"))
+    if fmt.missing(n) or not n:
+        return ""
+    of = "" if fmt.missing(seeds) else f" of {int(seeds)}"
+    took = "" if fmt.missing(most) else f" (other processes took up to {fmt.cores(most)} cores)"
+    return f"measured while the machine was busy in {int(n)}{of} seeds{took}"
+
+
 def add_labels(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     tidy["table"] = table.name
     tidy["quantity"] = table.quantity
@@ -322,8 +359,9 @@ def tidy_table(
     tidy = condition_status(mine).merge(numbers, on=keys, how="left")
     tidy = tidy.merge(first_step_columns(mine), on=keys, how="left")
     tidy = tidy.merge(flag_columns(mine, noise_threshold), on=keys, how="left")
+    tidy = tidy.merge(busy_columns(mine), on=keys, how="left")
     tidy["flags"] = tidy["flags"].fillna("")
-    counted = ["n_noisy", "warmup_dropped", "n_no_steady_state"]
+    counted = ["n_noisy", "warmup_dropped", "n_no_steady_state", "n_busy"]
     tidy[counted] = tidy[counted].fillna(0)
     for name in STATISTICS + ("first_step", "first_step_sd"):
         tidy[name] = pd.to_numeric(tidy[f"{name}_s"], errors="coerce") * fmt.unit_scale(table.unit)
@@ -364,7 +402,7 @@ def rows_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
             column_label(r["framework"], r["mode"]),
         )
         row = rows.setdefault(key, {})
-        row[f"{r['task_label']} mean"] = fmt.pm(r["mean"], r["mean_sd"])
+        row[f"{r['task_label']} mean"] = fmt.pm(r["mean"], r["mean_sd"]) + busy_mark(r)
         if table.first_step:
             row[f"{r['task_label']} first step"] = fmt.pm(r["first_step"], r["first_step_sd"])
         if table.improvement:
@@ -388,7 +426,7 @@ def columns_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     for _, r in tidy.iterrows():
         label = column_label(r["framework"], r["mode"])
         row = rows.setdefault(row_key(r, index), {})
-        row[f"{label} mean"] = fmt.pm(r["mean"], r["mean_sd"])
+        row[f"{label} mean"] = fmt.pm(r["mean"], r["mean_sd"]) + busy_mark(r)
         row[f"{label} std"] = fmt.pm(r["std"], r["std_sd"])
         if table.improvement and r["compiled"]:
             row[f"{label} step/step"] = fmt.ratio_of(r, "improvement")
@@ -405,22 +443,40 @@ def columns_table(tidy: pd.DataFrame, table: TableInfo) -> pd.DataFrame:
     return wide if len(table.tasks) > 1 else wide.drop(columns="task")
 
 
+def busy_mark(r) -> str:
+    """BUSY_MARK where any of the condition's seeds was measured on a busy machine."""
+    n = r.get("n_busy")
+    return BUSY_MARK if not fmt.missing(n) and n > 0 else ""
+
+
 def notes_of(tidy: pd.DataFrame) -> list[str]:
-    """What is not ok (note) or worth knowing (flags), per condition."""
+    """What is not ok (note) or worth knowing (flags, a busy machine), per condition."""
     return [
         f"{column_label(r.framework, r.mode)}, {r.model_label}, {r.task_label}, "
         f"{fmt.block(r.device, r.threads)}: {text}"
         for r in tidy.itertuples()
-        for text in (r.note, getattr(r, "flags", ""))
+        for text in (r.note, getattr(r, "flags", ""), busy_words(r))
         if isinstance(text, str) and text
     ]
+
+
+def busy_count(tidy: pd.DataFrame) -> str | None:
+    """How many of the table's cells were measured on a busy machine, and in how many
+    conditions (their means marked BUSY_MARK); None where none was."""
+    n = pd.to_numeric(tidy.get("n_busy", pd.Series(dtype=float)), errors="coerce").fillna(0)
+    if not n.sum():
+        return None
+    return (f"Measured while other processes kept the machine busy (after their re-timings): "
+            f"{fmt.counted(int(n.sum()), 'cell')} of {fmt.counted(int((n > 0).sum()), 'condition')}, "
+            f"their means marked{BUSY_MARK}.")
 
 
 def to_markdown(tidy: pd.DataFrame, table: TableInfo) -> str:
     title = f"**{title_with_unit(table)}**"
     if tidy.empty:
         return f"{title}\n\n{EMPTY_NOTE}\n"
-    notes = [f"- {n}" for n in notes_of(tidy)]
+    busy = busy_count(tidy)
+    notes = [f"- {n}" for n in ([busy] if busy else []) + notes_of(tidy)]
     body = wide_table(tidy, table).to_markdown(index=False, disable_numparse=True)
     return "\n".join([title, "", body, *([""] + notes if notes else []), ""])
 

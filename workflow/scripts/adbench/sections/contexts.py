@@ -137,7 +137,7 @@ def setup(i: PaperInputs) -> dict:
     return {
         "paper": paper_framing.identity(i.cells, i.data, axes),
         "setup": paper_context.setup_context(i.env),
-        "protocol": paper_context.protocol_context(i.cells),
+        "protocol": paper_context.protocol_context(i.cells, i.env.get("workload")),
         "models": paper_context.models_context(measured, i.cells),
         "modes": paper_context.modes_context(i.cells),
         "tasks": paper_context.tasks_context(i.cells),
@@ -157,6 +157,7 @@ def method(i: PaperInputs) -> dict:
         "first_iteration_max": paper_context.first_max(i.first),
         "figure_focus": paper_context.figure_focus(i.first) if len(i.first) else "none",
         "threads_check": paper_context.threads_check(i.cells),
+        "busy": paper_context.busy_context(i.env),
         "validation": i.validation,
     }
 
