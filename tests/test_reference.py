@@ -182,3 +182,13 @@ def test_a_task_of_an_undeclared_kind_has_no_reference(monkeypatch):
     monkeypatch.setitem(spec.TASKS, "toy_task", spec.TaskInfo("hessian_vector", separable=True))
     with pytest.raises(ValueError, match="'hessian_vector'"):
         reference.reference_derivatives(workload("mlp512", "toy_task"))
+
+
+def test_a_numpy_reference_computes_only_the_kinds_it_declares(monkeypatch):
+    """A kind with a reference task but no numpy formula is refused, not answered with the
+    gradients."""
+    monkeypatch.setitem(spec.TASKS, "toy_task", spec.TaskInfo("hessian_vector", separable=True))
+    monkeypatch.setitem(spec.REFERENCE_TASK, "hessian_vector", "toy_task")
+    monkeypatch.setitem(derivatives.KINDS, "hessian_vector", derivatives.Kind("parameters"))
+    with pytest.raises(ValueError, match="no numpy reference of derivative kind"):
+        reference.reference_derivatives(workload("mlp512", "toy_task"))

@@ -53,8 +53,11 @@ def reference_derivatives(workload: spec.Workload) -> tuple[float, list[np.ndarr
         loss, arrays = reference_derivatives(dataclasses.replace(workload, task="backward"))
         return loss, [arrays[i] for i in workload.spec.trained(workload.task)]
     if workload.spec.reference == "numpy":
+        family, kinds = NUMPY_REFERENCES[workload.spec.family]
+        if derivative not in kinds:  # never another kind's derivative in its place
+            raise ValueError(f"{workload.model}: no numpy reference of derivative kind "
+                             f"{derivative!r} (reference.NUMPY_REFERENCES)")
         params, batch = _float64_point(workload)
-        family = {"mlp": _mlp, "rnn_cell": _rnn_cell}[workload.spec.family]
         return family(workload, params, batch, derivative)
     if workload.spec.reference == "torch":
         # Loaded by name, only when the spec asks for it: the rules name it as a code input of
@@ -146,6 +149,12 @@ def _rnn_sequence(w_h, w_x, x, h0):
         g_x += grad_z.T @ x[:, t]
         grad_h = grad_z @ w_h
     return float(states[-1].sum()), [g_h, g_x]
+
+
+# The hand-written float64 references: per model family, the function and the derivative
+# kinds it computes (the others' references are derived from these: reference_derivatives).
+NUMPY_REFERENCES = {"mlp": (_mlp, ("gradients", "jacobian")),
+                    "rnn_cell": (_rnn_cell, ("gradients", "jacobian", "sequence_gradients"))}
 
 
 # A ReLU network's derivative jumps where a pre-activation crosses 0. A unit whose float64
