@@ -420,3 +420,12 @@ def test_a_typo_in_a_declaration_is_a_problem():
                                            Refusal("why", modes=("jit",))))
     assert typo.problems() == ["torch: a refusal names unknown tasks 'backwrd'",
                                "torch: a refusal names unknown modes 'jit'"]
+
+
+def test_every_tasks_derivative_kind_is_declared_once_with_its_reference():
+    """A task's derivative kind is one of adbench.derivatives.KINDS (shaped there, for every
+    backend), and every kind a task computes names the task its float64 reference comes from."""
+    from adbench import derivatives
+    used = {info.derivative for info in spec.TASKS.values()}
+    assert used <= set(derivatives.KINDS), used - set(derivatives.KINDS)
+    assert used <= set(spec.REFERENCE_TASK), used - set(spec.REFERENCE_TASK)
