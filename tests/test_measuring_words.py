@@ -100,7 +100,11 @@ def test_busy_cells_are_counted_with_how_busy_and_how_many_were_measured_again()
     busy = paper_context.busy_context(environment(n_busy=3, n_retimed=7))
     assert (busy["share"], busy["retimes"], busy["n_busy"], busy["n_retimed"]) == (
         "0.25", "1 time", 3, 7)
+    assert busy["found"] == r"7 cells were measured again and 3 stayed busy " \
+        r"(Section~\ref{sec:limitations})."
     never = limitations(environment(n_busy=2, n_retimed=0, retimes=0))  # no re-timing asked
+    assert paper_context.busy_context(environment(2, 0, 0))["found"].startswith(
+        "2 cells were busy (")
     assert "2 of the 160 completed cells were busy" in never and "measured again" not in never
     quiet_again = limitations(environment(n_busy=0, n_retimed=1))
     assert "1 cell was measured again" in quiet_again and "none stayed busy" in quiet_again
@@ -108,7 +112,8 @@ def test_busy_cells_are_counted_with_how_busy_and_how_many_were_measured_again()
 
 def test_a_quiet_run_or_one_never_judged_says_nothing_of_a_busy_machine():
     assert "Busy machine" not in limitations(environment(n_busy=0, n_retimed=0))
-    assert paper_context.busy_context(environment(0, 0))["n_busy"] == 0  # judged: the rule
+    assert paper_context.busy_context(environment(0, 0))["found"] == \
+        "No measured phase was busy."  # judged: the rule is stated, and that none was
     unjudged = {"workload": {k: v for k, v in WORKLOAD.items() if k != "busy_share"}}
     assert paper_context.busy_context(unjudged) is None  # stated only where it was read
     assert paper_context.busy_context({}) is None and "Busy" not in limitations({})

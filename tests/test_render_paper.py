@@ -470,7 +470,7 @@ def test_compiles_a_pdf(tmp_path):
     if shutil.which("latexmk") is None:
         pytest.skip("latexmk not installed")
     figure = real_figure(tmp_path)
-    args = make_inputs(tmp_path, figure, threads=(1, 4))
+    args = make_inputs(tmp_path, figure, threads=(1, 4), measuring=True)
     render_paper.main(args + ["--jacobians-figure", str(figure)])
     pdf = tmp_path / "paper" / "paper.pdf"
     assert pdf.read_bytes().startswith(b"%PDF")
@@ -699,7 +699,7 @@ def test_the_stop_rule_its_reasons_and_a_busy_machine_are_printed_where_they_bel
     assert f"Precision: {n_time} of the {len(precise)} cells measured to a precision" in \
         limitations
     checks = tex.split(r"\paragraph{Checks.}")[1].split(r"\section")[0]
-    assert "2 cells were measured again, 1 stayed busy" in checks
+    assert "2 cells were measured again and 1 stayed busy" in checks
     table1 = tex.split(r"\label{tab:table1_eager}")[1].split(r"\label{tab:")[0]
     assert r"811 $\pm$ 55$^{\mathrm{a}}$" in table1  # PyTorch (eager), [512]: the busy one
     assert table1.count(rf"$^{{\mathrm{{a}}}}$\,{BUSY}") == 1  # its note, once

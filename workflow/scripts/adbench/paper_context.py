@@ -269,7 +269,20 @@ def busy_context(env: dict) -> dict | None:
     return {"share": fmt.NA if share is None else f"{float(share):g}",
             "retimes": fmt.counted(retimes, "time"), "retimed_at_all": retimes > 0,
             "n_busy": n_busy, "n_retimed": n_retimed, "n_ok": env.get("n_ok", fmt.NA),
-            "other_cores": fmt.cores_span(env.get("busy_other_cores") or [], tex=True)}
+            "other_cores": fmt.cores_span(env.get("busy_other_cores") or [], tex=True),
+            "found": busy_found(n_busy, n_retimed, retimes > 0)}
+
+
+def busy_found(n_busy: int, n_retimed: int, retimed_at_all: bool) -> str:
+    """What the busy rule found, in a sentence (LaTeX)."""
+    if not n_busy and not n_retimed:
+        return "No measured phase was busy."
+    said = [f"{fmt.counted(n_retimed, 'cell was', 'cells were')} measured again"] \
+        if n_retimed else []
+    if n_busy:
+        said.append(f"{n_busy} stayed busy" if retimed_at_all and n_retimed
+                    else f"{fmt.counted(n_busy, 'cell was', 'cells were')} busy")
+    return " and ".join(said) + " (Section~\\ref{sec:limitations})."
 
 
 def verdict_sides() -> set[tuple[str, str, str, str]]:
