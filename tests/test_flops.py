@@ -149,6 +149,8 @@ def test_task_flops_keys_and_jacobian_rows():
     assert rows["backward_s"] == 10 * flops.input_gradient_flops("mlp512")
     assert flops.task_flops("mlp512", "jacobian_vectorized", 128, 10) == rows
     assert flops.task_flops("mlp512", "loss_jacobian", 128, 10) == step
+    # the study's protocol computes a backward pass per batch: priced as one
+    assert flops.task_flops("mlp512", spec.STUDY_PROTOCOL_TASK, 128, 10) == step
     # more rows asked than outputs: the model's outputs
     assert flops.task_flops("mlp512", "jacobian_rows", 1, 99) == rows
 

@@ -90,6 +90,14 @@ def test_loss_jacobian_shares_the_backward_reference():
     assert a[0] == b[0] and all(np.array_equal(x, y) for x, y in zip(a[1], b[1]))
 
 
+def test_the_study_protocol_shares_the_backward_reference():
+    """Its derivative is checked one step at a time (the backends clear the accumulated
+    .grad outside the clock for the check): one backward pass's gradients."""
+    a = reference.reference_derivatives(workload("mlp512", "backward"))
+    b = reference.reference_derivatives(workload("mlp512", spec.STUDY_PROTOCOL_TASK))
+    assert a[0] == b[0] and all(np.array_equal(x, y) for x, y in zip(a[1], b[1]))
+
+
 def test_relative_error_floors_tiny_arrays_and_rejects_mismatches():
     ref = [np.ones(100), np.zeros(3)]  # a zero gradient (attention's key bias) next to others
     assert reference.relative_error([np.ones(100), np.full(3, 1e-9)], ref) < 1e-7

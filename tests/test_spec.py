@@ -314,6 +314,9 @@ def test_a_variant_task_varies_a_study_task_and_the_study_tasks_are_the_others()
             assert task.variant_of is None and task.derivative == "loss"
             assert name not in spec.STUDY_TASKS and not task.separable
             continue
+        if task.study_code:  # the study's code as written: not one of its experiments
+            assert task.variant_of is None and name not in spec.STUDY_TASKS
+            continue
         assert (task.variant_of in spec.STUDY_TASKS) == (name not in spec.STUDY_TASKS), name
     assert spec.STUDY_TASKS == ("backward", "jacobian_rows", "jacobian_vectorized",
                                 "loss_jacobian")
@@ -338,6 +341,30 @@ def test_the_default_allocator_task_leaves_out_the_memory_policy_alone():
     assert "its backward cells" in spec.task_refusal("jax", task, "cuda")
     assert all(spec.task_refusal(f, "backward", d) is None for f in spec.FRAMEWORKS
                for d in spec.DEVICES)
+
+
+def test_the_study_protocol_task_runs_in_the_frameworks_whose_code_the_study_gives():
+    """The study's protocol (issue 47): its published code (000 Figs. 1-2) is PyTorch's and
+    TensorFlow's; every other framework refuses it by the spec's declaration, on every device,
+    and it is no experiment of the study's (no claim or table reads it as one).  It is checked
+    as a backward pass is: the gradients, against backward's float64 reference."""
+    task = spec.STUDY_PROTOCOL_TASK
+    info = spec.TASKS[task]
+    assert info.study_code == spec.STUDY_FRAMEWORKS and info.separable
+    assert info.derivative == spec.TASKS["backward"].derivative == "gradients"
+    assert spec.REFERENCE_TASK[info.derivative] == "backward"
+    assert task not in spec.STUDY_TASKS and info.variant_of is None
+    for framework in spec.FRAMEWORKS:
+        for device in spec.DEVICES:
+            why = spec.task_refusal(framework, task, device)
+            if framework in info.study_code:
+                assert why is None, (framework, device)
+            else:
+                assert why == (f"the task {task} runs the study's published code, which it "
+                               "gives for torch and tensorflow only"), (framework, device)
+    assert spec.timed_quantities("torch", "script", task) == ("forward_s", "backward_s",
+                                                               "step_s")
+    assert spec.timed_quantities("tensorflow", "graph", task) == ("step_s",)
 
 
 @pytest.mark.parametrize("model", list(spec.MODELS))

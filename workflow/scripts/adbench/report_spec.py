@@ -151,6 +151,15 @@ TASK_TEXT: dict[str, Text] = {
         "recorded for one (torch.no_grad() / no tape / a compiled function of the loss "
         "alone): the function whose cost a gradient's is set against (the cheap-gradient "
         "ratio of a mode whose step is one call)"),
+    spec.STUDY_PROTOCOL_TASK: Text(
+        "backward, the study's protocol", "the study's published code (000 Figs. 1-2) timed "
+        "as it timed it: an epoch loop over the batches, each sliced from the epoch's data "
+        "inside the loop; pred_y = pmodel(x); loss = torch.norm(true_y - pred_y); "
+        "loss.backward() with the gradients accumulating over the epoch (no zero_grad) / "
+        "the tape block and tape.gradient(loss, model.trainable_variables); the clock "
+        "(time.time()) around the backward line in the eager modes and TorchScript, around "
+        "the tf.function's call in TensorFlow's graph mode; PyTorch (eager, TorchScript) and "
+        "TensorFlow (eager, tf.function) only, on the MLPs"),
     **{task: Text(
         _SEQUENCE_LABELS[spec.TASKS[task].sequence],
         f"the backward step of a sequence model on batches of varying length "

@@ -121,6 +121,10 @@ class TaskInfo:
     default_allocator: bool = False
     # The devices whose cells can measure what the task is about (others are unsupported).
     devices: tuple[str, ...] = DEVICES
+    # The frameworks whose published code the task runs as written (the study's protocol,
+    # emulated: its Figures 1-2); (): every framework runs it its own way.  Others are
+    # unsupported (task_refusal).
+    study_code: tuple[str, ...] = ()
 
     @property
     def frozen(self) -> bool:
@@ -150,6 +154,9 @@ def padded_length(strategy: str, length: int) -> int:
     return length
 
 
+# The study's protocol emulated: its published code timed as it timed it (TASKS' entry).
+STUDY_PROTOCOL_TASK = "backward_study"
+
 TASKS: dict[str, TaskInfo] = {
     # One backward pass: the gradient of the scalar loss w.r.t. every parameter on a batch.
     "backward": TaskInfo("gradients", separable=True),
@@ -168,6 +175,12 @@ TASKS: dict[str, TaskInfo] = {
                                         default_allocator=True, devices=("cuda",)),
     # The loss alone, nothing recorded for a derivative: the cheap-gradient ratio's base.
     "forward": TaskInfo("loss", separable=False),
+    # The study's protocol emulated (000 §3.1, Figs. 1-2): an epoch loop over the batches,
+    # each sliced from the epoch's data inside the loop, the study's lines as written (no
+    # .grad cleared: PyTorch's gradients accumulate as in its code), the clock around what
+    # it timed.  Its derivative is checked one step at a time, from no accumulated .grad.
+    STUDY_PROTOCOL_TASK: TaskInfo("gradients", separable=True,
+                                  study_code=("torch", "tensorflow")),
     # The backward step on batches of varying length, shaped by each strategy.
     **{task: TaskInfo("sequence_gradients", separable=True, variant_of="backward",
                       sequence=strategy)
@@ -189,9 +202,9 @@ def sequence_task(strategy: str) -> str:
 # The forward alone: the denominator of the cheap-gradient ratio (adbench.scaling).
 FORWARD_TASK = "forward"
 # The tasks of the study's own experiments (the others vary one of them: TaskInfo.variant_of,
-# or time the forward alone).
+# time the forward alone, or run the study's published code: TaskInfo.study_code).
 STUDY_TASKS = tuple(t for t, info in TASKS.items()
-                    if info.variant_of is None and t != FORWARD_TASK)
+                    if info.variant_of is None and not info.study_code and t != FORWARD_TASK)
 # The task whose data sizes each derivative kind's reference shares with its cells.
 REFERENCE_TASK = {"gradients": "backward", "trainable_gradients": "backward_frozen",
                   "jacobian": "jacobian_rows", "sequence_gradients": "backward_varlen",
@@ -213,6 +226,9 @@ def task_refusal(framework: str, task: str, device: str) -> str | None:
     info = TASKS[task]
     if device not in info.devices:
         return f"the task {task} runs on {', '.join(info.devices)} only"
+    if info.study_code and framework not in info.study_code:
+        return (f"the task {task} runs the study's published code, which it gives for "
+                f"{' and '.join(info.study_code)} only")
     if info.default_allocator and framework not in CUDA_MEMORY_POLICY:
         return (f"{framework} runs its own default GPU allocator in every cuda cell (the "
                 f"experiment sets none of its memory policy): its backward cells are {task}'s")

@@ -14,7 +14,7 @@ nothing.
 import os
 
 from adbench import spec
-from adbench.backends import Capabilities, Refusal
+from adbench.backends import MODEL_FAMILIES, Capabilities, Refusal
 
 DYNAMIC_TASK = spec.sequence_task("dynamic")
 
@@ -36,9 +36,24 @@ ONEDNN_ABORT = Refusal(
     modes=("eager", "graph"), families=("attention",), tasks=("jacobian_vectorized",),
     devices=("cpu",))
 
+# The study's protocol (spec.STUDY_PROTOCOL_TASK) is its published code: the Keras MLP of
+# 000 §3.1 with tf.norm's loss, eager or in one tf.function (its `@tf.function`).
+STUDY_MLPS_ONLY = ("the study's protocol is its published code for its MLPs (000 §3.1, Fig. 2: "
+                   "pred_y = model(x); loss = tf.norm(true_y - pred_y); tape.gradient(loss, "
+                   "model.trainable_variables)): a Keras MLP with the l2 loss only")
+STUDY_PROTOCOL = (
+    Refusal(STUDY_MLPS_ONLY, tasks=(spec.STUDY_PROTOCOL_TASK,),
+            families=tuple(f for f in MODEL_FAMILIES if f != "mlp")),
+    Refusal(STUDY_MLPS_ONLY, tasks=(spec.STUDY_PROTOCOL_TASK,),
+            losses=tuple(loss for loss in spec.LOSSES if loss != "l2")),
+    Refusal("the study runs its TensorFlow code eagerly or in a tf.function (000 §3.1.3): "
+            "its protocol has no XLA mode", modes=("xla",), tasks=(spec.STUDY_PROTOCOL_TASK,)),
+)
+
 CAPABILITIES = Capabilities(
     framework="tensorflow",
     refusals=(
+        *STUDY_PROTOCOL,
         Refusal("tensorflow's eager mode has no dynamic-shape option (reduce_retracing and "
                 "input_signature are tf.function's): it needs none, define-by-run already "
                 "runs each batch at its own length (task backward_varlen)",

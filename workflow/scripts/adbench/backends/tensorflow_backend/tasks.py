@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Callable
 
 import tensorflow as tf
@@ -38,6 +39,9 @@ class Task:
     release: Callable[[], None] = no_sync
     # What a compiled mode's tf.function holds (MODE_CHOICES' {step}).
     step: str = "forward and tape call"
+    # The study's protocol (spec.STUDY_PROTOCOL_TASK): each batch sliced from the epoch's
+    # data inside the loop, the clock STUDY_CLOCK (prepare's run).
+    study_protocol: bool = False
 
 
 def _loss_task(model: Model, loss_fn, jacobian: bool) -> Task:
@@ -169,6 +173,73 @@ def forward_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
                                              "(nothing recorded)"}, step="the loss alone")
 
 
+# The clock of the study's protocol (spec.STUDY_PROTOCOL_TASK): the study's timing lines are
+# not published ("the codes for measuring the execution time have been removed", 000 Fig. 2);
+# time.time() is the clock a Python user reads around a line.  Looked up at each call.
+STUDY_CLOCK = time.time
+
+
+def _as_tf_variable(variable) -> tf.Variable:
+    """Keras 3 wraps each tf.Variable; the tape differentiates w.r.t. either."""
+    return variable if isinstance(variable, tf.Variable) else variable.value
+
+
+def study_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
+    """The study's protocol (spec.STUDY_PROTOCOL_TASK), 000 Fig. 2 as written, on the Keras
+    model: `with tf.GradientTape() as tape: pred_y = model(x); loss = tf.norm(true_y -
+    pred_y)`, then `tape.gradient(loss, model.trainable_variables)`.  Eager: the clock
+    around the tape block with the batch's slicing (forward_s) and around tape.gradient
+    (backward_s: what the study timed); graph: the study's @tf.function holds both, and
+    the clock is around its call (step_s)."""
+    keras_model = model.keras_model
+    variables = list(keras_model.trainable_variables)
+    if len(variables) != len(model.variables) or any(
+            _as_tf_variable(v) is not w for v, w in zip(variables, model.variables)):
+        raise ValueError(f"{workload.model}: model.trainable_variables are not the spec's "
+                         "parameters in its order")
+
+    def forward(batch):
+        x, true_y = batch["x"], batch["y"]
+        with tf.GradientTape() as tape:
+            pred_y = keras_model(x)
+            loss = tf.norm(true_y - pred_y)
+        return tape, loss
+
+    def derive(state):
+        tape, loss = state
+        return loss, tape.gradient(loss, variables)
+
+    return Task(forward, derive, STUDY_CHOICES, step="the study's lines (the tape block and "
+                "tape.gradient)", study_protocol=True)
+
+
+STUDY_CHOICES = {
+    "protocol": "the study's (000 Fig. 2): the epoch's data as one tensor, each batch sliced "
+                "from it inside the loop; with tf.GradientTape() as tape: pred_y = model(x); "
+                "loss = tf.norm(true_y - pred_y); then tape.gradient(loss, "
+                "model.trainable_variables)",
+    "clock": "time.time() (the study's timing lines are not published), the device "
+             "synchronised before each reading: eager, forward_s around the slicing and the "
+             "tape block and backward_s around tape.gradient (what the study timed); graph, "
+             "step_s around the tf.function's call (the slicing outside it)",
+}
+
+
+def epoch_slicer(batches: list[dict]) -> Callable[[int], dict]:
+    """The study's loop: the epoch's data as one tensor per key, made once, outside the
+    clock (under the cell's device); iteration i slices its batch from them."""
+    epoch = {k: tf.concat([b[k] for b in batches], axis=0) for k in batches[0]}
+    ends = [0]
+    for b in batches:
+        ends.append(ends[-1] + int(b["x"].shape[0]))
+    bounds = list(zip(ends[:-1], ends[1:]))
+
+    def batch(i):
+        lo, hi = bounds[i % len(bounds)]
+        return {k: v[lo:hi] for k, v in epoch.items()}
+    return batch
+
+
 PFOR_CHOICE = ("tape.jacobian(experimental_use_pfor=True); in eager mode pfor traces its "
                "loop body into a fresh tf.function at every call (TensorFlow's own design)")
 
@@ -184,6 +255,7 @@ TASK_BUILDERS: dict[str, Callable[..., Task]] = {
     "backward_retained": retained_task,
     "loss_jacobian": loss_jacobian_task,
     spec.FORWARD_TASK: forward_task,
+    spec.STUDY_PROTOCOL_TASK: study_task,
     "jacobian_rows": rows_task,
     "jacobian_vectorized": vectorized_task,
     # The backward step with TensorFlow's own GPU memory policy.
@@ -289,7 +361,9 @@ def prepare(workload: spec.Workload, mode: str, device: str,
         batches = [device_batch(b, model_spec, model, dtype)
                    for b in spec.make_batches(workload)]
         task = make_task(workload, model, dtype)
-    batch = lambda i: batches[i % len(batches)]  # noqa: E731
+        batch = lambda i: batches[i % len(batches)]  # noqa: E731
+        if task.study_protocol:
+            batch = epoch_slicer(batches)
 
     def step(b):
         return task.derive(task.forward(b))
@@ -311,11 +385,13 @@ def prepare(workload: spec.Workload, mode: str, device: str,
 
     def run(i, clock):
         task.release()
-        called(batch(i))  # outside the clock
+        clock = STUDY_CLOCK if task.study_protocol else clock
         with tf.device(tf_device):
-            if split:
+            if split:  # the batch taken inside the clock (the study's slicing: forward_s)
                 return split_timer(lambda: task.forward(batch(i)), task.derive, sync, clock)
-            return whole_timer(lambda: step(batch(i)), sync, clock)
+            b = batch(i)  # outside the clock, which is around the compiled call
+            called(b)
+            return whole_timer(lambda: step(b), sync, clock)
 
     layouts = model.layouts if task.trained is None else [model.layouts[i]
                                                           for i in task.trained]

@@ -14,7 +14,7 @@ module raises from inside run(), and the run-time refusals below recognise the k
 """
 
 from adbench import spec
-from adbench.backends import Capabilities, Refusal
+from adbench.backends import MODEL_FAMILIES, Capabilities, Refusal
 
 # The variable-length tasks by strategy (spec.SEQUENCE_STRATEGIES).
 # A mode with no dynamic-shape option: what it does with varying lengths instead.
@@ -29,9 +29,25 @@ NO_DYNAMIC_SHAPES = {
              "call on one example (the lengths a trace serves as it is: backward_varlen)",
 }
 
+# The study's protocol (spec.STUDY_PROTOCOL_TASK) is its published code: the MLP of 000 §3.1
+# with torch.norm's loss, eager or with the model scripted (its `script`).
+STUDY_MLPS_ONLY = ("the study's protocol is its published code for its MLPs (000 §3.1, Fig. 1: "
+                   "pred_y = pmodel(x); loss = torch.norm(true_y - pred_y)): an MLP with the "
+                   "l2 loss only")
+STUDY_PROTOCOL = (
+    Refusal(STUDY_MLPS_ONLY, tasks=(spec.STUDY_PROTOCOL_TASK,),
+            families=tuple(f for f in MODEL_FAMILIES if f != "mlp")),
+    Refusal(STUDY_MLPS_ONLY, tasks=(spec.STUDY_PROTOCOL_TASK,),
+            losses=tuple(loss for loss in spec.LOSSES if loss != "l2")),
+    Refusal("the study runs its PyTorch code eagerly or with the model scripted "
+            "(torch.jit.script, 000 §3.1.3): its protocol has no trace or torch.compile mode",
+            modes=("trace", "compile"), tasks=(spec.STUDY_PROTOCOL_TASK,)),
+)
+
 CAPABILITIES = Capabilities(
     framework="torch",
     refusals=(
+        *STUDY_PROTOCOL,
         *(Refusal(reason, modes=(mode,), tasks=(spec.sequence_task("dynamic"),))
           for mode, reason in NO_DYNAMIC_SHAPES.items()),
         Refusal("torch.jit.trace unrolls the RNN cell's Python loop over range(T) at the "

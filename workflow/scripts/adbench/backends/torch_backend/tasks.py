@@ -30,7 +30,8 @@ from adbench.derivatives import loss_as_array
 MODE_CHOICES = {
     "eager": "torch.nn modules, define-by-run",
     "script": "torch.jit.script, in prepare (compile_s), of the module the task calls: "
-              "WithLoss (model + loss) for loss tasks, the model for output Jacobians",
+              "WithLoss (model + loss) for loss tasks, the model for output Jacobians and "
+              "for the study's protocol (its loss eager Python, as in its code)",
     "trace": "torch.jit.trace(check_trace=False), in prepare (compile_s), of the module the "
              "task calls on its first batch (WithLoss for loss tasks; the model on an input "
              "requiring grad for output Jacobians); check_trace=False because the check runs "
@@ -263,6 +264,74 @@ BACKWARD_CHOICES = {
                           "retained": "the step's loss (and through it its graph's saved "
                                       "tensors) held after the step, released outside the "
                                       "clock when the next step starts"},
+}
+
+
+# The clock of the study's protocol (spec.STUDY_PROTOCOL_TASK): the study's timing lines are
+# not published ("the codes for measuring the execution time have been removed", 000 Fig. 1);
+# time.time() is the clock a Python user reads around a line.  Looked up at each call.
+STUDY_CLOCK = time.time
+
+
+def epoch_slicer(batches) -> Callable[[int], tuple[Tensor, Tensor]]:
+    """The study's loop: the epoch's data as one array each (x, y), made once, outside the
+    clock; iteration i slices its batch from them (a view), as the study's loop does."""
+    x_epoch = torch.cat([x for x, _ in batches])
+    y_epoch = torch.cat([y for _, y in batches])
+    ends = np.cumsum([len(x) for x, _ in batches]).tolist()
+    bounds = list(zip([0, *ends[:-1]], ends))
+
+    def batch(i):
+        lo, hi = bounds[i % len(bounds)]
+        return x_epoch[lo:hi], y_epoch[lo:hi]
+    return batch
+
+
+def study_task(net, binds, batches, workload, sync, mode) -> Prepared:
+    """The study's protocol (spec.STUDY_PROTOCOL_TASK), 000 Fig. 1 as written: the batch
+    sliced from the epoch, `pred_y = pmodel(x); loss = torch.norm(true_y - pred_y)`, then
+    `loss.backward()`, .grad never cleared (the gradients accumulate over the epoch, as in
+    its code); `pmodel` the model, scripted in script mode (the loss stays eager Python).
+    STUDY_CLOCK read around the forward lines with the slicing (forward_s: the loop's
+    Python overhead with them) and around `loss.backward()` (backward_s: what the study
+    timed, in both its modes)."""
+    params = [p for p, _, _ in binds]
+    batch = epoch_slicer(batches)
+    pmodel, compile_s, notes = transform(net.model, mode, batch(0))
+
+    def forward(i):
+        x, true_y = batch(i)
+        pred_y = pmodel(x, true_y)  # our models take (x, aux); the MLP ignores aux
+        return torch.norm(true_y - pred_y)
+
+    def run(i, clock):  # the study's clock, not the harness's
+        return split_timer(lambda: forward(i), Tensor.backward, sync, STUDY_CLOCK)
+
+    def clear():
+        for p in params:
+            p.grad = None
+
+    def derivatives(i):
+        """One step of the study's lines from no .grad, outside the clock; .grad cleared
+        again after, so the timed loop starts as the study's epoch does."""
+        clear()
+        loss = forward(i)
+        loss.backward()
+        grads = to_canonical(binds, [p.grad for p in params])
+        clear()
+        return float(loss.detach()), grads
+
+    return Prepared(run, derivatives, {**STUDY_CHOICES, **notes}, compile_s)
+
+
+STUDY_CHOICES = {
+    "protocol": "the study's (000 Fig. 1): the epoch's data as one tensor, each batch sliced "
+                "from it inside the loop; pred_y = pmodel(x); loss = torch.norm(true_y - "
+                "pred_y); loss.backward(); no .grad cleared (the gradients accumulate over "
+                "the epoch, as in its code)",
+    "clock": "time.time() (the study's timing lines are not published): forward_s around "
+             "the slicing and the forward lines, backward_s around loss.backward() (what "
+             "the study timed), the device synchronised before each reading",
 }
 
 
@@ -520,6 +589,7 @@ TASK_BUILDERS = {
     "jacobian_vectorized": jacobian_vectorized_task,
     "loss_jacobian": loss_jacobian_task,
     spec.FORWARD_TASK: forward_task,
+    spec.STUDY_PROTOCOL_TASK: study_task,
     **{task: sequence_task for task in spec.SEQUENCE_TASKS},
 }
 
