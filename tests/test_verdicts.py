@@ -387,6 +387,7 @@ def test_a_cells_kept_bytes_over_its_saved_activations_at_its_batch():
     device (kept None), or a model with no stated expectation, gives NaN."""
     saved = activation_memory.saved_activation_bytes("mlp512", 64)
     cells = pd.DataFrame({"model": ["mlp512", "mlp512", "lstm"], "batch_size": [64, 64, 128],
+                          "task": ["backward_retained"] * 3,
                           stats.KEPT_BY_STEP: [1.1 * saved, None, 1e6]})
     found = stats.kept_over_saved(cells)
     assert found[0] == pytest.approx(1.1) and np.isnan(found[1]) and np.isnan(found[2])
