@@ -99,7 +99,7 @@ def test_busy_cells_are_counted_with_how_busy_and_how_many_were_measured_again()
             "tables.") in said
     busy = paper_context.busy_context(environment(n_busy=3, n_retimed=7))
     assert (busy["share"], busy["retimes"], busy["n_busy"], busy["n_retimed"]) == (
-        "0.25", "1 time", 3, 7)
+        "0.25", "once", 3, 7)
     assert busy["found"] == r"7 cells were measured again and 3 stayed busy " \
         r"(Section~\ref{sec:limitations})."
     never = limitations(environment(n_busy=2, n_retimed=0, retimes=0))  # no re-timing asked

@@ -215,13 +215,15 @@ def stop_context(measured: pd.DataFrame) -> dict:
         "target": fmt.percent_span(precise["precision"].drop_duplicates(), tex=True),
         "measure_s": latex(", ".join(fmt.seconds(v) for v in sorted(capped))) or None,
         "count": count_words(fewest, precise["iterations"]),
+        "between": fmt.whole_span([*fewest, *precise["iterations"]], tex=True),
         "reasons": reasons_words(measured),
         "reached": reached_text(measured),
     }
 
 
 NO_STOP = {"precision": False, "confidence": fmt.NA, "fixed": True, "target": fmt.NA,
-           "measure_s": None, "count": fmt.NA, "reasons": None, "reached": fmt.NA}
+           "measure_s": None, "count": fmt.NA, "between": fmt.NA, "reasons": None,
+           "reached": fmt.NA}
 
 
 def count_words(fewest, most) -> str:
@@ -267,7 +269,8 @@ def busy_context(env: dict) -> dict | None:
         return None
     retimes = int(workload.get("busy_retimes") or 0)
     return {"share": fmt.NA if share is None else f"{float(share):g}",
-            "retimes": fmt.counted(retimes, "time"), "retimed_at_all": retimes > 0,
+            "retimes": {1: "once", 2: "twice"}.get(retimes, fmt.counted(retimes, "time")),
+            "retimed_at_all": retimes > 0,
             "n_busy": n_busy, "n_retimed": n_retimed, "n_ok": env.get("n_ok", fmt.NA),
             "other_cores": fmt.cores_span(env.get("busy_other_cores") or [], tex=True),
             "found": busy_found(n_busy, n_retimed, retimes > 0)}
