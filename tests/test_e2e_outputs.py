@@ -256,7 +256,7 @@ def test_the_papers_protocol_is_the_measured_cells(run):
     labels = {report_spec.task_label(t): t for t in spec.TASKS}
     models_by_label = {report_spec.model_label(m): m for m in spec.MODELS}
     covered = set()
-    for task_label, models, seeds, processes, warmup, iterations in rows:
+    for task_label, models, seeds, processes, warmup, iterations, *_ in rows:
         for model in (models_by_label[m] for m in re.findall(r"\[[\d, ]+\]|[^,\s][^,]*",
                                                              models)):
             mine = ok[(ok["task"] == labels[task_label]) & (ok["model"] == model)]

@@ -72,7 +72,9 @@ def cell_record(path: str) -> dict:
         # (schema.MEASURING_FIELDS; the attempts' list stays in the raw file).
         **{field: info.get(field) for field in schema.MEASURING_FIELDS
            if field != "measured_attempts"},
-        "stop": info.get("workload", {}).get("stop"),
+        # Each cell's own stopping rule (a config may set it per model and task).
+        **{key: info.get("workload", {}).get(key)
+           for key in ("stop", "precision", "min_iterations", "measure_s")},
         "cpu_model": info.get("cpu_model"),
         "cpu_count": info.get("cpu_count"),
         "cpus_granted": info.get("cpus_granted"),
