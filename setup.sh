@@ -62,7 +62,9 @@ apt_install "TeX Live" 'command -v latexmk >/dev/null && kpsewhich siunitx.sty >
   "the paper job will fail with this hint, all else runs." $TEX_PACKAGES
 # The cluster tests (tests/test_slurm.py) start a real single-node SLURM on localhost.
 if [ "${1:-}" = "--test" ]; then
-  apt_install "SLURM" 'command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]' \
-    "the cluster tests will fail saying so." slurmctld slurmd slurm-client munge
+  # slurmdbd on MariaDB: the accounting database (sacct), as a site has.
+  apt_install "SLURM" '[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmdbd ] &&
+    [ -x /usr/sbin/mariadbd ]' "the cluster tests will fail saying so." \
+    slurmctld slurmd slurm-client munge slurmdbd mariadb-server
 fi
 say "done"

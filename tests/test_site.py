@@ -236,3 +236,14 @@ def test_a_sites_slurm_extra_the_plugin_refuses_is_named_before_any_job(extra, n
     problems = cluster.gpu_request_problems({"slurm_extra": extra}, {}, cuda=False)
     assert problems and all(p.startswith("cluster.slurm_extra") for p in problems)
     assert any(named in p for p in problems), problems
+
+
+@pytest.mark.parametrize("results, cluster_keys, cuda, tree", [
+    ("results-gpu", {"gpu_model": "nvidia_h100-80gb-hbm3"}, True, "results-gpu-h100"),
+    ("results-gpu", {"gpu_model": "nvidia_h200"}, True, "results-gpu-h200"),
+    ("results-gpu-h100", {"gpu_model": "h100"}, True, "results-gpu-h100"),
+    ("results-gpu", {}, True, "results-gpu"),
+    ("results", {"gpu_model": "h100"}, False, "results"),
+])
+def test_a_site_naming_its_gpu_type_gets_a_tree_of_its_own(results, cluster_keys, cuda, tree):
+    assert cluster.machine_tree(results, cluster_keys, cuda) == tree

@@ -17,10 +17,12 @@ sees no GPU, the job exits non-zero after writing that cell's record, SLURM reco
 its log is kept, and the next run plans its cells again. Each GPU request style (gpus, gres)
 goes to SLURM as the site writes its type. A run whose packed job SLURM cancels keeps its
 finished cells and submits only the rest; a controller killed while its job runs, restarted,
-submits no cell twice. What SLURM recorded is read with `scontrol show job` (no accounting
-database here, so no sacct); the QoS, which SLURM drops without one, from the sbatch calls
-themselves (an `sbatch` first on PATH records each call and passes it on). The daemons are
-stopped by PID afterwards, also when a test fails.
+submits no cell twice; one sent SIGTERM cancels its pack and resumes. The cluster has a site's
+accounting (slurmdbd on MariaDB; the plugin polls squeue) and memory enforcement (a step above
+its job's --mem is killed): a pack killed for memory is recorded so by sacct, and the next run
+times its cell. What SLURM recorded is read with `scontrol show job` and `sacct`; the QoS
+also from the sbatch calls themselves (an `sbatch` first on PATH records each call and passes
+it on). The daemons are stopped by PID afterwards, also when a test fails.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def slurm():
     pids = [int(p) for p in cluster("pids").stdout.split()]
     try:
         assert started.returncode == 0, started.stdout + started.stderr
-        assert len(pids) == 3, pids  # munged, slurmctld, slurmd
+        assert len(pids) == 5, pids  # munged, mariadbd, slurmdbd, slurmctld, slurmd
         yield pids
     finally:
         cluster("stop")
@@ -124,8 +126,8 @@ def slurm():
         assert not left, f"SLURM daemons still running after stop: {left}"
         # A slurm.conf left behind naming a controller that is down costs every later
         # snakemake command 9 s (tests/slurm/localhost.sh).
-        configs = [f for f in ("/etc/slurm/slurm.conf", "/etc/slurm/gres.conf")
-                   if os.path.exists(f)]
+        configs = [f for f in ("/etc/slurm/slurm.conf", "/etc/slurm/gres.conf",
+                               "/etc/slurm/slurmdbd.conf") if os.path.exists(f)]
         assert not configs, f"left behind after stop: {configs}"
 
 
@@ -237,11 +239,11 @@ def sbatch_jobs(calls: list[dict]) -> dict[str, tuple[str, list[str], dict]]:
 
 
 def assert_site_settings(comment: str, args: list[str], job: dict) -> None:
-    """What every submitted job carries: the account (recorded, not validated: no accounting
-    database here), the QoS (SLURM drops it without one: its sbatch call), the site's sbatch
-    extras (slurm_extra: --nice=7) and an explicit memory request."""
+    """What every submitted job carries: the account and the QoS (the accounting database's,
+    as SLURM records them), the site's sbatch extras (slurm_extra: --nice=7) and an explicit
+    memory request."""
     assert job["Account"] == SITE_CLUSTER["account"], job
-    assert f"--qos={SITE_CLUSTER['qos']}" in args, args
+    assert f"--qos={SITE_CLUSTER['qos']}" in args and job["QOS"] == SITE_CLUSTER["qos"], job
     assert "--nice=7" in " ".join(args) and job["Nice"] == "7", (args, job)
     assert "--mem" in args, (comment, args)
 
@@ -612,3 +614,42 @@ def test_sigterm_to_the_controller_cancels_its_jobs_and_a_restart_resumes(termin
                for c in submitted_cells(calls[1:])}
     assert resumed == {"seed0", "seed1", "seed2"} - finished and kept, (resumed, finished)
     assert len(cell_files(workdir, TERM_OUT, "raw", ".parquet")) == 3
+
+
+# A pack killed by SLURM for memory (its step above the job's --mem: OverMemoryKill, as a
+# site's cgroup would), then the same command again: the cell is timed, asking for its own.
+OOM_OUT = "results-slurm-oom"
+OOM_CONFIG = {**LOST_CONFIG, "results": OOM_OUT, "grid": [
+    {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "tasks": ["backward"],
+     "seeds": [0]}]}
+
+
+def sacct(job_id: str) -> list[dict[str, str]]:
+    out = subprocess.run(["sacct", "-j", str(job_id), "-P", "-o",
+                          "JobID,State,ExitCode,MaxRSS,ReqMem"], capture_output=True,
+                         text=True, timeout=30).stdout.splitlines()
+    return [dict(zip(out[0].split("|"), line.split("|"))) for line in out[1:]]
+
+
+def test_a_pack_killed_for_memory_is_accounted_and_the_next_run_times_it(slurm,
+                                                                          tmp_path_factory):
+    workdir = checkout(tmp_path_factory, "oom", OOM_CONFIG)
+    env = recording_sbatch(tmp_path_factory.mktemp("sbatch-oom"), site_env(workdir))
+    cmd = snakemake_cmd("oom.yaml", "--until", "pack")
+    # 150 MB: below what importing torch alone holds
+    killed = subprocess.run([*cmd, "--set-resources", "measure:mem_mb=150"], cwd=workdir,
+                            capture_output=True, text=True, timeout=900, env=env)
+    assert killed.returncode != 0, (killed.stdout + killed.stderr)[-3000:]
+    (first,) = sbatch_calls(env)
+    steps = sacct(first["job_id"])
+    assert steps[0]["State"] == "FAILED" and steps[0]["ReqMem"] == "150M", steps
+    assert any(s["ExitCode"] == "0:9" and s["MaxRSS"] for s in steps[1:]), steps
+    slurm_logs = list((workdir / ".snakemake" / "slurm_logs").rglob(f"{first['job_id']}.log"))
+    assert slurm_logs and "exceeded memory limit" in slurm_logs[0].read_text()
+    again = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=900,
+                           env=env)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    second = sbatch_calls(env)[-1]
+    memory = int(re.search(r"--mem (\d+)", " ".join(second["args"])).group(1))
+    assert memory > 150 and sacct(second["job_id"])[0]["State"] == "COMPLETED"
+    assert len(cell_files(workdir, OOM_OUT, "raw", ".parquet")) == 1

@@ -423,6 +423,17 @@ def tree_gflops(tree: Path | None, cell: spec.Cell) -> float | None:
     return rate.get("gflops") or None
 
 
+def machine_tree(results: str, cluster: dict, cuda: bool) -> str:
+    """The results tree of a run on a site that names its GPU type: the config's own with
+    the type's model after it (results-gpu-h100), so two GPU types never price or
+    overwrite each other's cells; as given for a run without CUDA cells or GPU type."""
+    key = gpu_key(cluster.get("gpu_model"))
+    results = results.rstrip("/")
+    if not (cuda and key) or results.endswith(f"-{key}"):
+        return results
+    return f"{results}-{key}"
+
+
 def gpu_key(name: str | None) -> str | None:
     """A GPU's model as sites and nvidia-smi both write it: 'h100' from 'NVIDIA H100 80GB
     HBM3', 'nvidia_h100_80gb_hbm3' or 'H100'; 'a100' from 'nvidia_a100-sxm4-80gb'."""
