@@ -1,7 +1,8 @@
 """The TensorFlow backend's specifics (tests/test_backends.py checks every model, task and
 mode of every backend against the float64 reference): a float64 build, variables, retracing
 over an epoch, thread settings (XLA's included), the cell oneDNN aborts, the retained graph
-its compiled modes refuse.
+its compiled modes refuse, the study's protocol (spec.STUDY_PROTOCOL_TASK: its cells on the
+study's MLPs against the reference, the region its clock reads around).
 
 Tolerance: the largest relative L2 error over the arrays (adbench.reference.relative_error,
 as the pipeline's derivative check), float32 cells vs the float64 reference.  Measured on
@@ -291,3 +292,82 @@ def test_xla_s_refusal_of_the_lstm_s_pfor_is_recognised_from_its_error():
     assert "(InvalidArgumentError: Detected unsupported operations" in str(refused)
     cnn = small_workload("cnn", "jacobian_vectorized")
     assert backends.refused(CAPABILITIES, "xla", cnn, "cpu", error) is None
+
+
+# ------------------------------------------------------------------ the study's protocol
+STUDY = spec.STUDY_PROTOCOL_TASK
+STUDY_MODES = ("eager", "graph")  # the study's: eager, and its @tf.function
+
+
+def study_workload(model: str) -> spec.Workload:
+    """An epoch of three batches, the last one short (graph mode retraces once)."""
+    return spec.Workload(model, seed=3, task=STUDY, warmup=0, iterations=4, n_samples=10,
+                         batch_size=4)
+
+
+@pytest.mark.parametrize("mode", STUDY_MODES)
+@pytest.mark.parametrize("model", spec.MLPS)
+def test_the_study_protocol_matches_the_reference_on_the_studys_mlps(model, mode):
+    """A cell of the study's MLPs: an epoch and its wrap-around with the mode's timed
+    quantities, then the check's step against backward's float64 reference."""
+    workload = study_workload(model)
+    prepared = backends.load("tensorflow").prepare(workload, mode, "cpu")
+    for i in range(workload.n_batches + 1):
+        sample = prepared.run(i, time.perf_counter)
+        assert sorted(sample) == sorted(spec.timed_quantities("tensorflow", mode, STUDY))
+        assert all(v > 0 for v in sample.values())
+    loss, arrays = prepared.derivatives(0)
+    ref_loss, refs = reference.reference_derivatives(workload)
+    assert loss == pytest.approx(ref_loss, rel=TOLERANCE)
+    assert reference.relative_error(arrays, refs) < TOLERANCE
+    assert prepared.choices["protocol"].startswith("the study's (000 Fig. 2)")
+
+
+@pytest.mark.parametrize("mode", STUDY_MODES)
+def test_the_study_protocol_clocks_what_the_study_timed(mode, monkeypatch):
+    """Its clock (STUDY_CLOCK, never the harness's): eager, read before the batch is sliced,
+    after the tape block and after tape.gradient (backward_s: the gradient line alone);
+    graph, read around the tf.function's call alone (step_s), the slicing before it, and
+    the tape and its gradient inside the call (seen where the call traces them)."""
+    events = []
+
+    def clock():
+        events.append("clock")
+        return time.perf_counter()
+
+    def harness_clock():
+        raise AssertionError("the study's protocol reads the study's clock")
+
+    slicer, gradient = tb.epoch_slicer, tf.GradientTape.gradient
+
+    def logged_slicer(batches):
+        batch = slicer(batches)
+        return lambda i: events.append("slice") or batch(i)
+
+    def logged_gradient(self, *args, **kwargs):
+        events.append("gradient")
+        return gradient(self, *args, **kwargs)
+
+    monkeypatch.setattr(tb, "STUDY_CLOCK", clock)
+    monkeypatch.setattr(tb, "epoch_slicer", logged_slicer)
+    monkeypatch.setattr(tf.GradientTape, "gradient", logged_gradient)
+    workload = study_workload("mlp512")
+    prepared = tb.prepare(workload, mode, "cpu")
+    for i in range(workload.n_batches + 1):
+        events.clear()
+        sample = prepared.run(i, harness_clock)
+        if mode == "eager":
+            assert events == ["clock", "slice", "clock", "gradient", "clock"], (i, events)
+            assert sorted(sample) == ["backward_s", "forward_s", "step_s"]
+        else:  # traced at the first call and at the shorter last batch, inside the clock
+            traced = i in (0, workload.n_batches - 1)
+            assert events == ["slice", "clock", *(["gradient"] if traced else []),
+                              "clock"], (i, events)
+            assert sorted(sample) == ["step_s"]
+
+
+def test_the_study_protocol_is_refused_in_xla_and_off_the_mlps():
+    assert "no XLA mode" in CAPABILITIES.refusal("xla", "mlp512", STUDY, "cpu")
+    for model in ("cnn", "rnn_cell", "fc_xent"):
+        assert "MLP with the l2 loss only" in CAPABILITIES.refusal("eager", model, STUDY,
+                                                                  "cpu")

@@ -1,6 +1,8 @@
 """What the PyTorch backend does differently on CUDA, learnt from the H100 run in
 example-results/cuda-h100 and checked here on the CPU: LSTM cells there failed in cuDNN's
-RNN backward (eval mode) and in jacrev over cuDNN's LSTM kernel."""
+RNN backward (eval mode) and in jacrev over cuDNN's LSTM kernel.  And the study's protocol
+(spec.STUDY_PROTOCOL_TASK): its cells on the study's MLPs against the float64 reference, the
+region its clock reads around, its gradients accumulating as in the study's code."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 import torch
 
-from adbench import backends, spec
+from adbench import backends, reference, spec
 from adbench.backends.torch_backend import CAPABILITIES, models, tasks
 
 pytestmark = pytest.mark.backend  # imports a framework
@@ -116,3 +120,98 @@ def test_a_compiled_cell_records_whether_the_precompiled_headers_were_there(tmp_
     assert tasks._precompiled_headers().startswith("warm:")
     monkeypatch.setattr(config, "cpp_cache_precompile_headers", False)
     assert tasks._precompiled_headers().startswith("off")
+
+
+# ------------------------------------------------------------------ the study's protocol
+STUDY = spec.STUDY_PROTOCOL_TASK
+STUDY_MODES = ("eager", "script")  # the study's: eager, and its `script` of the model
+
+
+def study_workload(model: str, seed: int = 3) -> spec.Workload:
+    """An epoch of three batches, the last one short."""
+    return spec.Workload(model=model, seed=seed, task=STUDY, warmup=0, iterations=4,
+                         n_samples=10, batch_size=4)
+
+
+@pytest.mark.parametrize("mode", STUDY_MODES)
+@pytest.mark.parametrize("model", spec.MLPS)
+def test_the_study_protocol_matches_the_reference_on_the_studys_mlps(model, mode):
+    """A cell of the study's MLPs, as measure.py runs it: an epoch and its wrap-around
+    with the timed quantities of a separable task, then the check's one step against
+    backward's float64 reference (the accumulated .grad never reaches the check)."""
+    workload = study_workload(model)
+    prepared = backends.load("torch").prepare(workload, mode, "cpu")
+    for i in range(workload.n_batches + 1):
+        sample = prepared.run(i, time.perf_counter)
+        assert sorted(sample) == sorted(spec.timed_quantities("torch", mode, STUDY))
+        assert all(v > 0 for v in sample.values())
+    loss, arrays = prepared.derivatives(0)
+    ref_loss, refs = reference.reference_derivatives(workload)
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    assert reference.relative_error(arrays, refs) < 1e-5
+    assert prepared.choices["protocol"].startswith("the study's (000 Fig. 1)")
+
+
+@pytest.mark.parametrize("mode", STUDY_MODES)
+def test_the_study_protocol_clocks_the_backward_line_with_the_studys_clock(mode,
+                                                                          monkeypatch):
+    """In both of the study's modes its clock (STUDY_CLOCK, never the harness's) is read
+    before the batch is sliced from the epoch, after the forward lines, and after
+    loss.backward(): backward_s is the backward line alone, as the study timed it."""
+    events = []
+
+    def clock():
+        events.append("clock")
+        return time.perf_counter()
+
+    def harness_clock():
+        raise AssertionError("the study's protocol reads the study's clock")
+
+    slicer, backward = tasks.epoch_slicer, torch.Tensor.backward
+
+    def logged_slicer(batches):
+        batch = slicer(batches)
+        return lambda i: events.append("slice") or batch(i)
+
+    def logged_backward(self, *args, **kwargs):
+        events.append("backward")
+        return backward(self, *args, **kwargs)
+
+    monkeypatch.setattr(tasks, "STUDY_CLOCK", clock)
+    monkeypatch.setattr(tasks, "epoch_slicer", logged_slicer)
+    monkeypatch.setattr(torch.Tensor, "backward", logged_backward)
+    workload = study_workload("mlp512")
+    prepared = tasks.prepare(workload, mode, "cpu")
+    for i in range(workload.n_batches + 1):
+        events.clear()
+        sample = prepared.run(i, harness_clock)
+        assert events == ["clock", "slice", "clock", "backward", "clock"], (i, events)
+        assert sample["step_s"] == pytest.approx(sample["forward_s"] + sample["backward_s"])
+
+
+def test_the_study_protocol_accumulates_the_gradients_as_its_code_does():
+    """No .grad cleared between the timed steps (the study's code has no zero_grad): after
+    two steps each parameter's .grad is the sum of the two batches' gradients; the check's
+    step leaves no .grad behind, so the timed epoch starts as the study's did."""
+    workload = study_workload("mlp294x3")
+    dev = torch.device("cpu")
+    net, binds = models.build(workload.spec, spec.make_params(workload), dev, torch.float32)
+    batches = [tuple(models.as_tensor(b[k], dev, torch.float32) for k in ("x", "y"))
+               for b in spec.make_batches(workload)]
+    prepared = tasks.study_task(net, binds, batches, workload, lambda: None, "eager")
+    params = [p for p, _, _ in binds]
+    _, first = prepared.derivatives(0)
+    _, second = prepared.derivatives(1)
+    assert all(p.grad is None for p in params)
+    prepared.run(0, None)
+    prepared.run(1, None)
+    accumulated = models.to_canonical(binds, [p.grad for p in params])
+    for total, a, b in zip(accumulated, first, second, strict=True):
+        np.testing.assert_allclose(total, a + b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["trace", "compile"])
+def test_the_study_protocol_has_no_trace_or_compile_mode(mode):
+    why = CAPABILITIES.refusal(mode, "mlp512", STUDY, "cpu")
+    assert why and "no trace or torch.compile mode" in why
+    assert CAPABILITIES.refusal(mode, "mlp512", "backward", "cpu") is None

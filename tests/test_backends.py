@@ -197,6 +197,27 @@ def test_every_backend_builds_the_tasks_it_declares_and_no_other(framework, task
         f"{framework}: {task} is {'' if declared else 'not '}declared runnable")
 
 
+def test_the_study_protocol_runs_where_the_studys_code_does():
+    """The study's protocol (spec.STUDY_PROTOCOL_TASK) runs in the modes of the study's code
+    (PyTorch eager and TorchScript, TensorFlow eager and tf.function) on the MLPs with the
+    l2 loss, and every other (framework, mode, model) refuses it by its declaration: the
+    spec's for the frameworks whose code the study does not give, the backend's for the
+    rest."""
+    task = spec.STUDY_PROTOCOL_TASK
+    runs = {(f, mode, model) for f in spec.FRAMEWORKS for mode in spec.FRAMEWORKS[f].modes
+            for model in spec.MODELS
+            if backends.capabilities(f).refusal(mode, model, task, "cpu") is None}
+    mlps = {m for m, info in spec.MODELS.items() if info.family == "mlp" and info.loss == "l2"}
+    assert {"mlp512", "mlp354x2", "mlp294x3"} <= mlps
+    assert runs == {(f, mode, model) for f, mode in (("torch", "eager"), ("torch", "script"),
+                                                     ("tensorflow", "eager"),
+                                                     ("tensorflow", "graph"))
+                    for model in mlps}
+    for framework in spec.FRAMEWORKS:
+        registry = declared_registry(framework)
+        assert (task in registry) == (framework in spec.TASKS[task].study_code), framework
+
+
 @pytest.mark.parametrize("framework", IN_PROCESS)
 def test_the_loaded_registry_is_the_one_read(loaded, framework):
     """The registry load() hands the Backend is the one declared_registry reads, and
