@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from typing import Callable
 
 import tensorflow as tf
@@ -20,7 +19,7 @@ from adbench.backends.tensorflow_backend.device import (TensorFlowDevice, apply_
 from adbench.backends.tensorflow_backend.models import (LOSSES, Model, build_model,
                                                         device_batch, load_params,
                                                         nhwc_to_nchw)
-from adbench.clock import split_timer, whole_timer
+from adbench.clock import STUDY_CLOCK, split_timer, whole_timer
 from adbench.derivatives import checked
 
 
@@ -171,12 +170,6 @@ def forward_task(model: Model, loss_fn, workload: spec.Workload, dtype) -> Task:
 
     return Task(forward, derive, {"forward": "the model's loss with no tf.GradientTape "
                                              "(nothing recorded)"}, step="the loss alone")
-
-
-# The clock of the study's protocol (spec.STUDY_PROTOCOL_TASK): the study's timing lines are
-# not published ("the codes for measuring the execution time have been removed", 000 Fig. 2);
-# time.time() is the clock a Python user reads around a line.  Looked up at each call.
-STUDY_CLOCK = time.time
 
 
 def _as_tf_variable(variable) -> tf.Variable:

@@ -22,7 +22,7 @@ from adbench.backends.torch_backend.device import (TorchDevice, apply_cuda_numer
                                                    device_sync, torch_device)
 from adbench.backends.torch_backend.models import (SequenceLoss, as_tensor, build,
                                                    inference_mode, to_canonical)
-from adbench.clock import split_timer, whole_timer
+from adbench.clock import STUDY_CLOCK, split_timer, whole_timer
 from adbench.derivatives import loss_as_array
 
 
@@ -265,12 +265,6 @@ BACKWARD_CHOICES = {
                                       "tensors) held after the step, released outside the "
                                       "clock when the next step starts"},
 }
-
-
-# The clock of the study's protocol (spec.STUDY_PROTOCOL_TASK): the study's timing lines are
-# not published ("the codes for measuring the execution time have been removed", 000 Fig. 1);
-# time.time() is the clock a Python user reads around a line.  Looked up at each call.
-STUDY_CLOCK = time.time
 
 
 def epoch_slicer(batches) -> Callable[[int], tuple[Tensor, Tensor]]:
