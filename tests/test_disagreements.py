@@ -338,3 +338,115 @@ def test_the_section_lists_what_it_found():
     assert r"\emph{explained}: explained by F 1.71 cores: 1.71" in tex
     assert ("Not testable here, M (machine speed) needs at least two other numbers of the "
             "framework from the study's \\S{}3.1 (Tables 1--2) in this run: PyTorch has 0") in tex
+
+
+# ----------------------------------------------------------------------------- (g) protocol
+STUDY_TASK = disagreements.STUDY_PROTOCOL_TASK
+
+
+def protocol_conditions(framework: str, mode: str, **seconds) -> pd.DataFrame:
+    """conditions.parquet rows of the study's protocol cells of the [512]: the mean of each
+    quantity given (seconds)."""
+    return pd.DataFrame([{"framework": framework, "mode": mode, "model": "mlp512",
+                          "task": STUDY_TASK, "quantity": q, "statistic": "mean",
+                          "device": "cpu", "threads": 1, "machine": MACHINE, "point": v}
+                         for q, v in seconds.items()])
+
+
+def protocol_cells(framework: str, mode: str, dropped: int = 0,
+                   first_s: float | None = None) -> pd.DataFrame:
+    """The study's protocol cells of the [512] (seed 0), a fixed epoch of 469 batches with
+    no warm-up; `dropped` of their first batches left out by the aggregate's warm-up rule."""
+    return pd.DataFrame([{"framework": framework, "mode": mode, "model": "mlp512",
+                          "task": STUDY_TASK, "device": "cpu", "threads": 1, "seed": 0,
+                          "machine": MACHINE, "status": "ok", "cpu_count": 2, "warmup": 0,
+                          "iterations": 469, "warmup_dropped": dropped,
+                          "time_to_first_step_s": first_s, "phase_compile_s": 0.0}])
+
+
+def with_protocol(framework: str, mode: str, mean: float, study: float, cells=None,
+                  **seconds) -> dict:
+    """Our backward cell (`mean`, us) against the study's Table 1 or 2 number, with the
+    study's protocol cells where `seconds` gives their means."""
+    table = "table1_eager" if mode == "eager" else "table2_compiled"
+    mine = ours(table, [(framework, mode, "mlp512", "backward", mean)])
+    theirs = published([(framework, mode, "mlp512", "backward", study)])
+    if seconds and cells is None:
+        cells = protocol_cells(framework, mode)
+    conditions = protocol_conditions(framework, mode, **seconds) if seconds else None
+    return disagreements.disagreements_context(data_of(**{table: (mine, theirs)}), STUDY,
+                                               cells, conditions=conditions)
+
+
+def test_the_studys_protocol_within_the_factor_where_our_backward_is_not_explains_it():
+    """Our backward 3000 us is 4.37x the study's 686; the protocol's epoch mean, 900 us, is
+    1.31x: the study timed its protocol's number."""
+    found = with_protocol("torch", "eager", 3000.0, 686, backward_s=900e-6)
+    hit = outcome(found, "protocol")
+    assert hit["verdict"] == disagreements.EXPLAINS
+    assert "backward\\_s mean over its epoch of 469 batches, first ones included" in hit["text"]
+    assert "1.31 times the study's" in hit["text"]
+    assert "our backward cell: 4.37 times" in hit["text"]
+    assert found["rows"][0]["status"] == disagreements.EXPLAINED
+    assert "explained by P 1.31" in found["rows"][0]["explanation"]
+
+
+def test_the_studys_protocol_as_far_as_our_backward_refutes_it():
+    far = outcome(with_protocol("torch", "eager", 3000.0, 686, backward_s=3100e-6), "protocol")
+    assert far["verdict"] == disagreements.REFUTED
+    assert "as far as our backward cell or further" in far["text"]
+    # nearer than ours, still beyond the factor: it does not explain the disagreement
+    nearer = outcome(with_protocol("torch", "eager", 3000.0, 686, backward_s=1600e-6),
+                     "protocol")
+    assert nearer["verdict"] == disagreements.REFUTED
+    assert "nearer than our backward cell, still beyond the factor" in nearer["text"]
+
+
+def test_the_studys_protocol_reads_the_quantity_its_column_timed():
+    """TorchScript: the backward line (its step would not explain); tf.function: the call."""
+    script = outcome(with_protocol("torch", "script", 1200.0, 465, backward_s=500e-6,
+                                   step_s=1100e-6), "protocol")
+    assert script["verdict"] == disagreements.EXPLAINS and "backward\\_s mean" in script["text"]
+    graph = with_protocol("tensorflow", "graph", 1200.0, 538, step_s=700e-6, backward_s=2e-3)
+    hit = outcome(graph, "protocol")
+    assert hit["verdict"] == disagreements.EXPLAINS and "step\\_s mean" in hit["text"]
+
+
+def test_the_studys_protocol_without_its_cells_is_not_testable():
+    hit = outcome(with_protocol("torch", "eager", 3000.0, 686), "protocol")
+    assert hit["verdict"] == disagreements.NOT_TESTABLE
+    assert hit["text"] == ("needs the study's protocol cells (task backward\\_study): [512], "
+                           "PyTorch (eager)")
+
+
+def test_the_studys_protocol_with_its_first_batches_left_out_is_not_its_statistic():
+    cells = protocol_cells("torch", "eager", dropped=12)
+    hit = outcome(with_protocol("torch", "eager", 3000.0, 686, cells=cells,
+                                backward_s=900e-6), "protocol")
+    assert hit["verdict"] == disagreements.NOT_TESTABLE
+    assert "12 of their first batches left out as warm-up" in hit["text"]
+
+
+def test_the_first_steps_read_the_protocol_cells_first_batch_where_present():
+    """Our backward cells' first iteration is quick (1 ms: refuted alone); the protocol
+    cells' first batch (0.3 s) averaged into 469 brings ours within the factor."""
+    cells = pd.concat([first_cells(0.001), protocol_cells("torch", "eager", first_s=0.3)])
+    hit = outcome(with_cells(cells), "first_steps")
+    assert hit["verdict"] == disagreements.EXPLAINS
+    assert hit["text"].startswith("the study's protocol cells' first batch")
+    alone = outcome(with_cells(first_cells(0.001)), "first_steps")
+    assert alone["text"].startswith("our first iteration")
+
+
+def test_the_section_gives_the_protocols_outcome_and_what_it_needs():
+    import render_paper
+
+    env = render_paper.make_environment(Path(__file__).resolve().parents[1] / "report")
+    template = env.get_template("sections/disagreements.tex.j2")
+    explained = template.render(disagreements=with_protocol("torch", "eager", 3000.0, 686,
+                                                            backward_s=900e-6))
+    assert r"\emph{explained}: explained by P 1.31" in explained
+    assert "P: the study's protocol emulated" in explained
+    absent = template.render(disagreements=with_protocol("torch", "eager", 3000.0, 686))
+    assert ("P (the study's protocol emulated) needs the study's protocol cells (task "
+            "backward\\_study): [512], PyTorch (eager)") in absent
