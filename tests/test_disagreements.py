@@ -415,8 +415,8 @@ def test_the_studys_protocol_reads_the_quantity_its_column_timed():
 def test_the_studys_protocol_without_its_cells_is_not_testable():
     hit = outcome(with_protocol("torch", "eager", 3000.0, 686), "protocol")
     assert hit["verdict"] == disagreements.NOT_TESTABLE
-    assert hit["text"] == ("needs the study's protocol cells (task backward\\_study): [512], "
-                           "PyTorch (eager)")
+    assert hit["text"] == ("needs the study's protocol cells (backward, the study's protocol): "
+                           "[512]")
 
 
 def test_the_studys_protocol_with_its_first_batches_left_out_is_not_its_statistic():
@@ -448,5 +448,5 @@ def test_the_section_gives_the_protocols_outcome_and_what_it_needs():
     assert r"\emph{explained}: explained by P 1.31" in explained
     assert "P: the study's protocol emulated" in explained
     absent = template.render(disagreements=with_protocol("torch", "eager", 3000.0, 686))
-    assert ("P (the study's protocol emulated) needs the study's protocol cells (task "
-            "backward\\_study): [512], PyTorch (eager)") in absent
+    assert ("P (the study's protocol emulated) needs the study's protocol cells (backward, "
+            "the study's protocol): [512].") in absent

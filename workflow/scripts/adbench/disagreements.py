@@ -406,13 +406,13 @@ def protocol_mean(pair, run: Run) -> tuple[float, str] | Outcome:
     """Our protocol cells' mean over their epoch, every batch (the study's statistic), in the
     table's unit, and how many cells and batches; or what is missing."""
     r, table = pair["ours"], pair["table"]
-    subject = f"{model_label(r['model'])}, {column_label(r['framework'], r['mode'])}"
+    subject = model_label(r["model"])  # merged per need: every mode of a model at once
     cells = ok_cells(run, r, STUDY_PROTOCOL_TASK)
     quantity = protocol_quantity(r)
     mean = condition_mean(run, r, STUDY_PROTOCOL_TASK, quantity, table.unit)
     if cells.empty or not mean > 0:
-        return needs("protocol", f"the study's protocol cells (task {STUDY_PROTOCOL_TASK})",
-                     subject)
+        return needs("protocol", "the study's protocol cells "
+                                 f"({task_label(STUDY_PROTOCOL_TASK)})", subject)
     # the statistic reads every batch only where the aggregate dropped none as warm-up
     skipped = sum(pd.to_numeric(cells.get(k, pd.Series(0, index=cells.index)),
                                 errors="coerce").fillna(0).sum()
@@ -532,8 +532,7 @@ TESTS = (
          "our mean with its first iteration averaged into the study's batches within 2×",
          by_first_steps),
     Test("protocol", "P", "the study's protocol emulated",
-         "the study's protocol cells (its Figs. 1–2 code as it timed it, first batches kept): "
-         "the backward line, or tf.function's call",
+         "the study's protocol cells (its code timed as it timed it, first batches kept)",
          "their mean over the epoch within 2× where our backward cell's is not", by_protocol),
     Test("threads", "T", "thread count",
          "the same condition at another thread count",
