@@ -32,9 +32,10 @@ backward     the study's compiled column (Table 2) read as the backward pass alo
 first_steps  the study's means over a trial's batches kept their first iterations (claims.json
              n_batches): our first iteration (cells: time to first step less the compile
              phase; the study's protocol cells' where the run has them, whose first batch
-             is the study's loop's first) averaged into as many iterations.  Not the tidy tables' first_step:
-             that is the time to first step, compile included, and only tables with
-             TableInfo.first_step fill it (tables.tidy_table), none of the study's.
+             is the study's loop's first) averaged into as many iterations.  Not the tidy
+             tables' first_step: that is the time to first step, compile included, and only
+             tables with TableInfo.first_step fill it (tables.tidy_table), none of the
+             study's.
 threads      the study's unstated thread count: our same condition at another thread count,
              on the cores this machine has.
 protocol     the study's protocol emulated (spec.STUDY_PROTOCOL_TASK: its Figs. 1-2 code,
