@@ -207,12 +207,14 @@ def with_warmup(cells: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
     before the detected steady state: not in any statistic, steady_rows) and no_steady_state
     (no window reached the steady level: every measured iteration kept).  A variable-length
     task's iterations vary by design (its batches' lengths, its retraces): no steady level to
-    detect, nothing dropped."""
+    detect, nothing dropped; nor from a task that runs the study's code as the study timed it
+    (TaskInfo.study_code): its statistic is the mean of every batch, the first ones included."""
     out = cells.merge(warmup, on=list(PROCESS_FIELDS), how="left")
     detected = pd.to_numeric(out["warmup_detected"], errors="coerce")
     configured = pd.to_numeric(out["warmup"], errors="coerce").fillna(0)
-    fixed_shape = ~out["task"].map(lambda t: TASKS[t].sequence is not None)
-    ran = (out["status"] == "ok") & fixed_shape
+    keeps_every_step = out["task"].map(
+        lambda t: TASKS[t].sequence is not None or bool(TASKS[t].study_code))
+    ran = (out["status"] == "ok") & ~keeps_every_step
     out["warmup_dropped"] = ((detected - configured).clip(lower=0).where(ran, 0)
                              .fillna(0).astype(int))
     out["no_steady_state"] = ran & detected.isna()
