@@ -323,6 +323,14 @@ def test_a_cells_memory_comes_from_its_measured_peak_with_a_margin(tmp_path):
     assert walltimes(tmp_path).mem_mb(cpu) == run_config.cluster_settings.MEMORY_FLOOR_MB
 
 
+def test_a_memory_the_config_gives_a_model_or_task_is_the_least_asked(tmp_path):
+    write_raw(tmp_path, dataclasses.replace(MLP, seed=1), peak=2**30)
+    given = {**WORKLOAD, "models": {"mlp512": {"mem_mb": 6000}}}
+    assert walltimes(tmp_path, given).mem_mb(MLP) == 6000
+    given = {**WORKLOAD, "tasks": {"backward": {"mem_mb": 1200}}}
+    assert walltimes(tmp_path, given).mem_mb(MLP) == 1536
+
+
 def test_a_framework_never_measured_in_a_class_asks_for_its_peak_elsewhere(tmp_path):
     """TensorFlow's CUDA cells: a peak of another of its classes in the tree prices them."""
     measured = spec.Cell("tensorflow", "eager", "cnn", "backward", "cuda", 1, 0)

@@ -728,6 +728,12 @@ class Walltimes:
                  sorted((self.tree / "raw" / device / framework).glob("**/*.parquet")))
         return tuple(r for r in found if r is not None)
 
+    def given_mem_mb(self, cell: spec.Cell) -> list[int]:
+        """The mem_mb the config gives the cell's task or model (workload.tasks, .models)."""
+        workload = self.workloads.workload
+        return [int(found) for part, key in (("tasks", cell.task), ("models", cell.model))
+                if (found := ((workload.get(part) or {}).get(key) or {}).get("mem_mb"))]
+
     def killed(self, cell: spec.Cell) -> bool:
         """Whether the cell's last run was killed before writing its files (its killed log,
         newer than any raw file: the out-of-memory killer, most often)."""
@@ -740,12 +746,14 @@ class Walltimes:
     def mem_mb(self, cell: spec.Cell) -> int:
         """A cell's memory request: MEMORY_MARGIN times the largest resident memory measured
         for its class, else its framework on its device (peak_bytes), at least
-        MEMORY_FLOOR_MB; the config's (workload.mem_mb) where nothing was measured. A cell
-        killed before writing its files asks for MEMORY_RETRY_FACTOR times that. Never
-        above the site's cluster.max_mem_mb where it states one."""
+        MEMORY_FLOOR_MB and a mem_mb the config gives its task or model; the config's
+        (workload.mem_mb) where nothing was measured. A cell killed before writing its
+        files asks for MEMORY_RETRY_FACTOR times that. Never above the site's
+        cluster.max_mem_mb where it states one."""
         peak = self.peak_bytes(cell)
         if peak:
-            asked = max(MEMORY_FLOOR_MB, math.ceil(peak * MEMORY_MARGIN / 2**20))
+            asked = max(MEMORY_FLOOR_MB, math.ceil(peak * MEMORY_MARGIN / 2**20),
+                        *self.given_mem_mb(cell))
         else:
             asked = self.workloads.mem_mb(cell.model, cell.task)
         if self.killed(cell):
