@@ -19,6 +19,8 @@ from e2e import OUT, REPO, TEST_CONFIG, fresh_checkout, snakemake, tiny_cells
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import plan_campaign  # noqa: E402  (the walltimes the rule asks for, as the plan computes them)
 
+from adbench import spec  # noqa: E402
+
 pytestmark = pytest.mark.e2e
 
 
@@ -105,13 +107,15 @@ def test_each_timing_job_asks_for_what_its_cell_needs(tmp_path, devices, threads
     for job in jobs:
         cell, given = job["cell"], job["resources"]
         budget = per_model.get(cell["model"], {}).get("budget_s", 3600)
-        mem = per_model.get(cell["model"], {}).get("mem_mb", 4000)
         assert job["threads"] == int(cell["threads"]), job
         assert given["gpu"] == str(int(cell["device"] == "cuda")), job
         assert float(given["budget_s"]) == budget, job
         assert int(given["runtime"]) == walltimes.runtime_min(cell, attempt), job
         assert int(given["runtime"]) <= (math.ceil(budget / 60) + 1) * attempt, job
-        assert int(given["mem_mb"]) == mem * attempt, job
+        # the config's mem_mb, or a measured peak with its margin (Walltimes.mem_mb)
+        measured_cell = spec.Cell(**{k: int(v) if k in ("threads", "seed") else v
+                                     for k, v in cell.items()})
+        assert int(given["mem_mb"]) == walltimes.mem_mb(measured_cell) * attempt, job
 
 
 @pytest.mark.parametrize(

@@ -294,3 +294,17 @@ def test_a_cell_stops_by_the_schemas_precision_rule_unless_its_block_asks_for_a_
 def test_a_bad_stop_or_busy_key_is_refused_naming_it(override, named):
     with pytest.raises(Exception, match=named.split(".")[-1]):
         checked(with_fault({"workload": override}))
+
+
+def test_a_site_naming_its_gpu_type_gets_a_results_tree_of_its_own():
+    """Two GPU types never price or overwrite each other's cells: the tree of a config with
+    CUDA cells on a site naming its GPU type carries the type; a CPU-only config's does not."""
+    cuda_grid = {"frameworks": {"torch": ["eager"]}, "models": ["mlp512"], "seeds": [0],
+                 "devices": ["cuda"]}
+    site = {"gpu_model": "nvidia_h100-80gb-hbm3"}
+    run = checked(with_fault({"grid": [cuda_grid], "cluster": dict(site)}))
+    assert run.results == f"{TEST_CONFIG['results']}-h100"
+    h200 = checked(with_fault({"grid": [cuda_grid], "cluster": {"gpu_model": "h200"}}))
+    assert h200.results == f"{TEST_CONFIG['results']}-h200"
+    cpu = checked(with_fault({"cluster": dict(site)}))
+    assert cpu.results == TEST_CONFIG["results"]

@@ -191,8 +191,11 @@ def resource_overrides():
     found = {}
     for rule, mapping in workflow.resource_settings.overwrite_resources.items():
         found[rule] = {
-            name: (value.raw if value.is_evaluable() else value.value)
-            if hasattr(value, "is_evaluable") else value
+            name: (
+                (value.raw if value.is_evaluable() else value.value)
+                if hasattr(value, "is_evaluable")
+                else value
+            )
             for name, value in mapping.items()
         }
     return found
@@ -482,8 +485,11 @@ def reported_figures():
     """FIGURE_FILES, the PNGs in Snakemake's report (it shows images inline) under each
     figure's declared caption; the PDFs are the paper's."""
     return {
-        f"{f.name}_{ext}": (reported(FIGURE_FILES[f"{f.name}_{ext}"], f.report_caption, "Figures")
-                            if ext == "png" else FIGURE_FILES[f"{f.name}_{ext}"])
+        f"{f.name}_{ext}": (
+            reported(FIGURE_FILES[f"{f.name}_{ext}"], f.report_caption, "Figures")
+            if ext == "png"
+            else FIGURE_FILES[f"{f.name}_{ext}"]
+        )
         for f in declared_figures.FIGURES
         for ext in ("pdf", "png")
     }

@@ -10,8 +10,11 @@ from adbench.sections import paper as declared_sections  # noqa: E402
 SECTION_FILES = {
     "tables": [*TABLE_FILES, MEMORY_FILE],  # memory.csv is read from the tables folder
     "published": sorted(in_tree(p) for p in (ROOT / "report" / "published").glob("*.*")),
-    "graphs": [GRAPH_NODES, GRAPH_VERSION,
-               *(GRAPH_FILES[f"{f}_pdf"] for f in graph_figures.GRAPH_FRAMEWORKS)],
+    "graphs": [
+        GRAPH_NODES,
+        GRAPH_VERSION,
+        *(GRAPH_FILES[f"{f}_pdf"] for f in graph_figures.GRAPH_FRAMEWORKS),
+    ],
     "scaling_table": SCALING_TABLE,
     "peak": PEAK_FILES,
     "scaling_figure": [p for k, p in SCALING_FIGURES.items() if k.endswith("_pdf")],
@@ -36,6 +39,9 @@ SECTION_VALUES = {
 rule paper:
     input:
         env_inputs(spec.ANALYSIS_ENV),
+        **declared_sections.rule_inputs(
+            tree, SECTION_FILES, {n.removesuffix("_pdf"): p for n, p in FIGURE_FILES.items()}
+        ),
         template="report/paper.tex.j2",
         code=code("render_paper.py", *declared_sections.context_modules()),
         bib="report/references.bib",
@@ -44,9 +50,6 @@ rule paper:
             in_tree(p)
             for folder in ("sections", "figures")
             for p in (ROOT / "report" / folder).glob("*.tex.j2")
-        ),
-        **declared_sections.rule_inputs(
-            tree, SECTION_FILES, {n.removesuffix("_pdf"): p for n, p in FIGURE_FILES.items()}
         ),
     output:
         reported(tree("paper/paper.pdf"), "paper", "Paper"),

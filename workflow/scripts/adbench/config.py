@@ -410,11 +410,15 @@ def checked(config: dict, *, validate: Callable[[dict, str], None], configfiles:
     stop_on(problems)
     validate(config, str(SCHEMA))
     config.setdefault("results", default_results_tree(configfiles))
-    stop_on(results_tree_problems(config["results"], working_dir))
-    stop_on(raw_tree_problems(config, working_dir))
     grids = spec.config_grids(config)
     stop_on(spec_problems(config, grids))
     cells = spec.grid_cells(grids)
+    # A site that names its GPU type gets a tree of that type's own (results-h100), so two
+    # GPU types never price or overwrite each other's cells.
+    config["results"] = cluster_settings.machine_tree(
+        config["results"], config["cluster"], any(c.device == "cuda" for c in cells))
+    stop_on(results_tree_problems(config["results"], working_dir))
+    stop_on(raw_tree_problems(config, working_dir))
     workloads = Workloads(config["workload"])
     stop_on(workload_problems(grids, cells, workloads, core_limit))
     env_mode = environment_mode(config["environments"], conda_enabled)
