@@ -201,7 +201,9 @@ def allowed_words(paper: Paper) -> set[str]:
     texts += [m.label + " " + m.choices for m in report_spec.MODEL_TEXT.values()]
     texts += list(report_spec.SEQUENCE_TEXT.values()) + list(report_spec.LOSS_TEXT.values())
     texts += [c.test for c in CLAIMS]
-    texts.append((ROOT / "report" / "published" / "claims.json").read_text())
+    # the study's and the claims' words: claims.json's values (its keys are the code's names)
+    texts += list(json_strings(json.loads(
+        (ROOT / "report" / "published" / "claims.json").read_text())))
     texts += [p.read_text() for folder in (paper.folder, paper.folder.parent / "graphs")
               for p in folder.glob("*.dot")]  # the graphs' pictures: their ops' names
     texts += refusal_reasons()
@@ -211,6 +213,18 @@ def allowed_words(paper: Paper) -> set[str]:
         for pattern in (_SNAKE, _DOTTED, _PATH):
             words.update(pattern.findall(text))
     return words
+
+
+def json_strings(value):
+    """Every string value of a JSON document, not its keys."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from json_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from json_strings(item)
 
 
 def refusal_reasons() -> list[str]:

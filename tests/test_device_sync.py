@@ -30,16 +30,16 @@ TASKS = ("backward", "jacobian_rows", "jacobian_vectorized")
 WARMUP, ITERATIONS = 1, 2
 
 PROBE = r'''
-import json, sys, time, types
+import json, sys, time
 from adbench import spec, timing
 from adbench.backends import load
 
 framework, cells, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 backend = load(framework)
 backend.configure_threads(1)
-# Where prepare looks device_sync up: a package backend's tasks module (a one-module backend
-# is that module itself).
-owner = backend if isinstance(backend, types.ModuleType) else sys.modules[type(backend).__module__]
+# Where prepare looks device_sync up: the module of the package's prepare (its tasks.py,
+# which backends.load builds the Backend from).
+owner = sys.modules[backend._prepare.__module__]
 
 
 class RecordingSync:

@@ -218,10 +218,9 @@ def test_a_device_declared_not_measurable_records_why_and_no_bytes():
 def test_a_backend_declares_no_reading_unless_it_says_which():
     """The interface's default: not measurable, naming the framework and device."""
     class Bare(backends.Backend):
-        capabilities = backends.capabilities("autograd")
-        configure_threads = versions = device_name = prepare = None
+        configure_threads = versions = device_name = None
 
-    declared = Bare().step_memory("cpu")
+    declared = Bare(backends.capabilities("autograd"), {}, None).step_memory("cpu")
     assert declared.not_measurable and "autograd on cpu" in declared.not_measurable
 
 
