@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 from adbench import report_spec, spec
-from adbench.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_PAGES = 12  # the main text's pages at most (the references may end on the 12th)
@@ -200,7 +199,6 @@ def allowed_words(paper: Paper) -> set[str]:
     texts += [t.label + " " + t.description for t in report_spec.TASK_TEXT.values()]
     texts += [m.label + " " + m.choices for m in report_spec.MODEL_TEXT.values()]
     texts += list(report_spec.SEQUENCE_TEXT.values()) + list(report_spec.LOSS_TEXT.values())
-    texts += [c.test for c in CLAIMS]
     # the study's and the claims' words: claims.json's values (its keys are the code's names)
     texts += list(json_strings(json.loads(
         (ROOT / "report" / "published" / "claims.json").read_text())))

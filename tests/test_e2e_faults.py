@@ -158,7 +158,7 @@ def test_faults_of_every_kind_are_recorded_and_the_next_run_retimes_only_theirs(
     asked), and a budget (0.05 s, a per-model override from the command line) shorter than
     Python takes to start. The run and the paper finish, each cell is recorded with what
     happened, the tables say so; once the causes are gone, the failed cells are re-timed
-    and nothing else, and a timeout is kept until it is re-timed on request (README)."""
+    and nothing else, and a timeout is kept until it is re-timed on request (docs/outputs.md)."""
     run = private_copy(e2e_run, tmp_path / "run", own_envs=("autograd",))  # rebuilt below
     killed_cell = next(c for c in tiny_cells() if c.framework == "torch" and c.seed == 1)
     broken_env = [c for c in tiny_cells() if c.framework == "autograd"]

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pytest
 
-from adbench import spec
+from adbench import code_inputs, spec
 from e2e import OUT, TEST_CONFIG, planned_jobs, planned_outputs, snakemake, tiny_cells
 from test_code_inputs import planned_inputs  # (a dry run's inputs per job)
 
@@ -72,8 +71,8 @@ def test_editing_a_backend_re_times_its_framework_alone(run):
                / spec.FRAMEWORKS[framework].backend / "models.py")
     text = backend.read_text()
     harness = json.loads((run / OUT / f"harness/cpu/{framework}.json").read_text())
-    assert harness["code"][str(backend.relative_to(run))] == hashlib.sha256(
-        text.encode()).hexdigest()
+    assert harness["code"][str(backend.relative_to(run))] == code_inputs.code_digest(
+        str(backend), run / "workflow" / "scripts")
     backend.touch()
     touched = planned_jobs(snakemake(run, "-n", "--config", "environments=venv").log)
     backend.write_text(text + "# edited\n")

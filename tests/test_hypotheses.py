@@ -63,7 +63,6 @@ def claims_table(verdict: str, counts: tuple[int, int, int]) -> pd.DataFrame:
             {
                 "claim": H0.key,
                 "kind": H0.kind,
-                "test": H0.test,
                 "n": sum(counts),
                 "n_supported": supported,
                 "n_contradicted": contradicted,

@@ -1,7 +1,6 @@
 # Config validation, the grid of cells and the helpers rules use. Runs at parse time,
 # before any job: a bad config stops here with a message naming the key at fault.
 import functools
-import hashlib
 import json
 import os
 import shlex
@@ -113,7 +112,9 @@ def harness_changed(framework, device):
         recorded = json.loads(path.read_text())["code"]
     except (OSError, ValueError, KeyError):
         return True
-    current = {os.path.relpath(f, ROOT): sha256(f) for f in framework_code(framework)}
+    current = {
+        os.path.relpath(f, ROOT): code_inputs.code_digest(f) for f in framework_code(framework)
+    }
     return recorded != current
 
 
@@ -313,15 +314,10 @@ def harness_code(wildcards):
     return framework_code(wildcards.framework)
 
 
-def sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def write_harness(wildcards, input, path, log):
-    """The code's digests and the environments' receipts: their content, so that a touch
-    re-times nothing (Snakemake compares small files' checksums) and an edit re-times the
-    cells that ran the edited file."""
+    """The code's digests and the environments' receipts: their content, so that a touch or a
+    comment re-times nothing (Snakemake compares small files' checksums) and an edit re-times
+    the cells that ran the edited file."""
     code_files, receipts = input.code, [f for f in input if f not in input.code]
     env = framework_env(wildcards)
     harness = {
@@ -330,7 +326,8 @@ def write_harness(wildcards, input, path, log):
         "environments": ENV_MODE,
         "env": env,
         "python": env_python(env),
-        "code": {os.path.relpath(f, ROOT): sha256(f) for f in code_files},
+        # What the code runs (comments, docstrings and formatting dropped: code_inputs).
+        "code": {os.path.relpath(f, ROOT): code_inputs.code_digest(f) for f in code_files},
         "receipts": {r: json.loads(Path(r).read_text()) for r in receipts},
     }
     Path(path).write_text(json.dumps(harness, indent=2, sort_keys=True) + "\n")

@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     claims.to_csv(os.path.join(args.outdir, "claims.csv"), index=False)
     groups.to_csv(os.path.join(args.outdir, "groups.csv"), index=False)
     comparisons.to_csv(os.path.join(args.outdir, "comparisons.csv"), index=False)
-    print(claims.drop(columns="test").to_markdown(index=False, floatfmt=".3g"))
+    print(claims.to_markdown(index=False, floatfmt=".3g"))
     for frame in (groups, comparisons):
         print("\n" + frame.to_markdown(index=False, floatfmt=".3g"))
     return 0

@@ -83,12 +83,6 @@ class Claim:
     bound: float = 1.0  # the ratio the claim is about: 1 (equal costs), or its bound
     margin: float = MARGIN
 
-    @property
-    def test(self) -> str:
-        """Empty: the words of the test are the report's (above).  Only verdicts.py's claims.csv
-        still has a "test" column; the column and this property go together."""
-        return ""
-
     def kind_of(self, group: tuple) -> str:
         """The kind a group of the claim is judged by (its comparisons share it)."""
         return next(c.kind or self.kind for c in self.comparisons if c.group == group)

@@ -53,7 +53,7 @@ COMPARISON_COLUMNS = [
 ]
 GROUP_COLUMNS = ["claim", *BLOCK_FIELDS, *GROUP_FIELDS, "kind", "n_planned", *COUNTS,
                  *ESTIMATE, *DIFFERENCE, "verdict", "provisional"]
-CLAIM_COLUMNS = ["claim", "kind", "test", "statistic", "margin", "bound", "n", "n_groups",
+CLAIM_COLUMNS = ["claim", "kind", "statistic", "margin", "bound", "n", "n_groups",
                  *COUNTS, *(f"n_groups_{v}" for v in JUDGED), *ESTIMATE,
                  "verdict", "provisional"]
 
@@ -155,7 +155,7 @@ def claim_row(claim: Claim, summary, groups: list[dict], compared: list[dict],
     planned = len(claim.comparisons) * max(n_blocks, 1)
     group_counts = {f"n_groups_{v}": sum(g["verdict"] == v for g in groups)
                     for v in JUDGED}
-    return {"claim": claim.key, "kind": claim.kind, "test": claim.test,
+    return {"claim": claim.key, "kind": claim.kind,
             "statistic": VERDICT_STATISTIC, "margin": claim.margin, "bound": claim.bound,
             "n": sum(c["verdict"] != inference.ONE_PROCESS for c in compared),
             "n_groups": len(groups),
