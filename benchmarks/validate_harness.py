@@ -63,7 +63,7 @@ SCRIPTS = REPO / "workflow" / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from adbench import provenance, spec  # noqa: E402
+from adbench import provenance, schema, spec  # noqa: E402
 
 MODEL, TASK, THREADS, SEED = "mlp512", "backward", 1, 0
 RATIO_TARGET = 0.05  # pipeline / independent within +-5%
@@ -114,8 +114,6 @@ def last_json_line(stdout: str) -> dict:
 def measured_rows(raw_path: str):
     """The measured rows of a raw file (pandas), after checking the cell ran."""
     import pyarrow.parquet as pq
-
-    from adbench import schema
 
     info = schema.read_provenance(raw_path)
     if info.get("status") != "ok":
@@ -450,6 +448,8 @@ def write_report(path: str | Path, report: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    # mkstemp's file is 0600 whatever the umask: the report is as readable as any output
+    os.chmod(tmp, 0o666 & ~schema.process_umask())
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(report, f, indent=2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -162,3 +163,14 @@ def test_arguments():
     assert args.skip_interference and args.out.endswith("results/validation/harness.json")
     with pytest.raises(SystemExit):
         vh.parse_args(["--repeats", "0"])
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o022])
+def test_the_report_honours_the_umask(tmp_path, umask):
+    """A group sharing the results tree reads the report as it reads every other output."""
+    before = os.umask(umask)
+    try:
+        path = vh.write_report(tmp_path / "harness.json", fabricated_report(None))
+    finally:
+        os.umask(before)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
