@@ -78,6 +78,8 @@ CUDA_CONFIG = {**CONFIG, "results": CUDA_OUT, "grid": [
 SITE_FILE = REPO / "tests" / "slurm" / "site.yaml"
 SITE = ["--profile", "tests/slurm/profile", "--latency-wait", "5"]
 SITE_CLUSTER = yaml.safe_load(SITE_FILE.read_text())
+# A run with CUDA cells on a site naming its GPU type writes to that type's own tree.
+CUDA_TREE = run_config.cluster_settings.machine_tree(CUDA_OUT, SITE_CLUSTER, cuda=True)
 # Records each sbatch call (arguments and the job id SLURM returns) and passes it on.
 SBATCH_SHIM = """#!{python}
 import json, os, subprocess, sys
@@ -301,7 +303,10 @@ def test_a_dry_run_with_a_command_line_config_keeps_the_sites_settings(run):
         assert resource(given, "slurm_partition") == ("gpu" if cuda else "cpu"), block
         assert resource(given, "slurm_account") == SITE_CLUSTER["account"], block
         assert ("--gpus-per-node=fake-sxm4_1g:1" in given) == cuda, block
-    assert "Group job pack_resultsmixed_cuda_torch_5_6" in text
+    mixed_tree = run_config.cluster_settings.machine_tree("results-mixed", SITE_CLUSTER, True)
+    assert mixed_tree == "results-mixed-sxm4"  # the site's GPU type names its tree
+    tag = run_config.cluster_settings.tree_tag(mixed_tree)
+    assert f"Group job pack_{tag}_cuda_torch_5_6" in text
 
 
 # ------------------------------------------------------------------ a node with no usable GPU
@@ -344,11 +349,11 @@ def test_a_job_whose_gpu_cannot_be_used_fails_after_writing_the_record(cuda_run)
     assert scontrol(job_id)["JobState"] == "FAILED"
     slurm_logs = list((workdir / ".snakemake" / "slurm_logs").rglob(f"{job_id}.log"))
     assert slurm_logs and f"{job_id}.log" in log, log[-6000:]
-    infos = provenance(workdir, CUDA_OUT)
+    infos = provenance(workdir, CUDA_TREE)
     assert infos and all(i["status"] == "failed" and i["retime"] for i in infos), infos
     assert "Torch not compiled with CUDA enabled" in infos[0]["message"]
     cell = spec.Cell(**infos[0]["cell"])
-    cell_log = (workdir / CUDA_OUT / cell.log_path).read_text()
+    cell_log = (workdir / CUDA_TREE / cell.log_path).read_text()
     assert f"SLURM job {job_id}" in cell_log and "exiting 3" in cell_log, cell_log
     planned = [block["wildcards"] for block in measure_blocks(again)]
     assert len(planned) == 2 and all("device=cuda" in w for w in planned), again[-3000:]
