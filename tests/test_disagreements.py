@@ -333,7 +333,11 @@ def test_the_section_lists_what_it_found():
     found = eager_mlp(2000.0, peak=peak(90.0))
     env = render_paper.make_environment(Path(__file__).resolve().parents[1] / "report")
     tex = env.get_template("sections/disagreements.tex.j2").render(disagreements=found)
+    # the tests' table and what the untestable ones need: an appendix of their own
+    tex += env.get_template("sections/appendix_disagreement_tests.tex.j2").render(
+        disagreements=found)
     assert r"\label{tab:disagreements}" in tex and r"\label{tab:disagreement-tests}" in tex
+    assert r"\label{app:disagreement-tests}" in tex
     assert "the study, Table 1" in tex and "[512], PyTorch (eager), backward" in tex
     assert r"\emph{explained}: explained by F 1.71 cores: 1.71" in tex
     assert ("Not testable here, M (machine speed) needs at least two other numbers of the "
@@ -442,7 +446,15 @@ def test_the_section_gives_the_protocols_outcome_and_what_it_needs():
     import render_paper
 
     env = render_paper.make_environment(Path(__file__).resolve().parents[1] / "report")
-    template = env.get_template("sections/disagreements.tex.j2")
+    section = env.get_template("sections/disagreements.tex.j2")
+    tests = env.get_template("sections/appendix_disagreement_tests.tex.j2")
+
+    class Both:  # the section and its tests' appendix, rendered together
+        @staticmethod
+        def render(**context):
+            return section.render(**context) + tests.render(**context)
+
+    template = Both
     explained = template.render(disagreements=with_protocol("torch", "eager", 3000.0, 686,
                                                             backward_s=900e-6))
     assert r"\emph{explained}: explained by P 1.31" in explained

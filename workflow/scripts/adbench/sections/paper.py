@@ -82,6 +82,9 @@ SECTIONS = (
     Section("graphs", HERE + "graphs", "sections/graphs.tex.j2", "appendix",
             inputs=(GRAPHS,), files=HERE + "graphs_files"),
     Section("appendix_verdicts", None, "sections/appendix_verdicts.tex.j2", "appendix"),
+    # The disagreements section's tests (its context's), with what an untestable one needs.
+    Section("disagreement_tests", None, "sections/appendix_disagreement_tests.tex.j2",
+            "appendix"),
     Section("appendix_setup", None, "sections/appendix_setup.tex.j2", "appendix"),
     Section("reproduce", HERE + "reproduce", "sections/appendix_reproduce.tex.j2", "appendix",
             inputs=(CONFIGFILE, RESULTS)),
