@@ -43,9 +43,10 @@ rule measure:
     # cell is in the pack adbench/cluster.py gives it (its group, with rule pack's job), and
     # its runtime (minutes: SLURM's --time) is its share of the pack's walltime, which
     # Snakemake adds up; plan_campaign.py prints the same packs. Budget, memory, walltime and
-    # the cluster's settings are resources, not parameters: changing one re-times nothing. A
-    # retry (--retries) asks the scheduler for more memory and time; the budget, part of the
-    # experiment, stays what the config says. First: the site's settings by the cell's device
+    # the cluster's settings are resources, not parameters: changing one re-times nothing. On
+    # a workstation a retry (--retries) asks for more memory and time; the budget, part of
+    # the experiment, stays what the config says. On a cluster retries are refused (a retried
+    # pack would re-time its finished cells): the same command run again retries. First: the site's settings by the cell's device
     # and its GPU, as the site asks for one (common.smk, cell_slurm_resources).
     group:
         cell_pack
