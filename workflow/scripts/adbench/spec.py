@@ -827,6 +827,13 @@ def make_data(workload: Workload) -> dict[str, np.ndarray]:
     return {"x": x}
 
 
+def epoch_bounds(sizes: list[int]) -> list[tuple[int, int]]:
+    """Each batch's [start, end) rows in an epoch whose batches, of these sizes, are
+    concatenated in order (the study's loop slices its batches from one array so)."""
+    ends = np.cumsum(sizes).tolist()
+    return list(zip([0, *ends[:-1]], ends))
+
+
 def make_batches(workload: Workload) -> list[dict[str, np.ndarray]]:
     """The distinct batches a job uses, in order; iteration i uses batch i % len(batches).
 

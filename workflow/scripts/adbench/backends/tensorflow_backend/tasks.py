@@ -222,10 +222,7 @@ def epoch_slicer(batches: list[dict]) -> Callable[[int], dict]:
     """The study's loop: the epoch's data as one tensor per key, made once, outside the
     clock (under the cell's device); iteration i slices its batch from them."""
     epoch = {k: tf.concat([b[k] for b in batches], axis=0) for k in batches[0]}
-    ends = [0]
-    for b in batches:
-        ends.append(ends[-1] + int(b["x"].shape[0]))
-    bounds = list(zip(ends[:-1], ends[1:]))
+    bounds = spec.epoch_bounds([int(b["x"].shape[0]) for b in batches])
 
     def batch(i):
         lo, hi = bounds[i % len(bounds)]

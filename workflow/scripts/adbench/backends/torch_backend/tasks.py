@@ -272,8 +272,7 @@ def epoch_slicer(batches) -> Callable[[int], tuple[Tensor, Tensor]]:
     clock; iteration i slices its batch from them (a view), as the study's loop does."""
     x_epoch = torch.cat([x for x, _ in batches])
     y_epoch = torch.cat([y for _, y in batches])
-    ends = np.cumsum([len(x) for x, _ in batches]).tolist()
-    bounds = list(zip([0, *ends[:-1]], ends))
+    bounds = spec.epoch_bounds([len(x) for x, _ in batches])
 
     def batch(i):
         lo, hi = bounds[i % len(bounds)]
