@@ -406,3 +406,12 @@ def test_the_papers_memory_table_has_device_columns_only_where_a_cuda_cell_ran()
                                           ("40.0", "64.0", "2.00", "700")]
     assert all(r["block"] for r in context["rows"])  # two blocks: each row says its own
     assert paper_context.memory_context(cpu.iloc[0:0], None) is None
+
+
+def test_a_kept_figure_beyond_one_graph_is_explained_by_its_task():
+    """The study's protocol keeps its accumulated gradients; an output Jacobian's step, state
+    across steps; a loss derivative's, more than its batch's graph."""
+    from adbench import activation_memory
+    assert "gradient" in activation_memory.beyond_one_graph(spec.STUDY_PROTOCOL_TASK)
+    assert "one example" in activation_memory.beyond_one_graph("jacobian_vectorized")
+    assert "batch" in activation_memory.beyond_one_graph("backward_retained")

@@ -56,6 +56,11 @@ BEYOND_ONE_GRAPH = {
     "gradients": "a loss derivative's step that keeps more than its batch's activations "
                  "keeps state across steps beyond its graph (a compiled function's cached "
                  "buffers, an allocator's retained workspace)",
+    # The study's own code (spec.TaskInfo.study_code) never clears its gradients, and with
+    # no warm-up the baseline is read before the first step allocates them.
+    "study_code": "the study's code keeps every parameter's gradient from its first step on "
+                  "(it never clears them, and the baseline is read before that step), so "
+                  "the bytes kept include those gradients beside any graph",
 }
 
 
@@ -147,8 +152,10 @@ def far_above(kept_over_saved) -> bool:
 
 def beyond_one_graph(task: str) -> str:
     """What a step of `task` keeps when it keeps more than its own graph (BEYOND_ONE_GRAPH)."""
-    derivative = spec.TASKS[task].derivative
-    return BEYOND_ONE_GRAPH["jacobian" if derivative == "jacobian" else "gradients"]
+    info = spec.TASKS[task]
+    if info.study_code:
+        return BEYOND_ONE_GRAPH["study_code"]
+    return BEYOND_ONE_GRAPH["jacobian" if info.derivative == "jacobian" else "gradients"]
 
 
 def judged(model: str) -> bool:
