@@ -38,6 +38,7 @@ from adbench import backends, reference, spec
 from adbench.backends import UnsupportedCell
 from adbench.backends.tensorflow_backend import CAPABILITIES, models
 from adbench.backends.tensorflow_backend import tasks as tb
+from protocol_recording import harness_clock, record_protocol
 
 pytestmark = pytest.mark.backend  # imports a framework
 
@@ -329,28 +330,7 @@ def test_the_study_protocol_clocks_what_the_study_timed(mode, monkeypatch):
     after the tape block and after tape.gradient (backward_s: the gradient line alone);
     graph, read around the tf.function's call alone (step_s), the slicing before it, and
     the tape and its gradient inside the call (seen where the call traces them)."""
-    events = []
-
-    def clock():
-        events.append("clock")
-        return time.perf_counter()
-
-    def harness_clock():
-        raise AssertionError("the study's protocol reads the study's clock")
-
-    slicer, gradient = tb.epoch_slicer, tf.GradientTape.gradient
-
-    def logged_slicer(batches):
-        batch = slicer(batches)
-        return lambda i: events.append("slice") or batch(i)
-
-    def logged_gradient(self, *args, **kwargs):
-        events.append("gradient")
-        return gradient(self, *args, **kwargs)
-
-    monkeypatch.setattr(tb, "STUDY_CLOCK", clock)
-    monkeypatch.setattr(tb, "epoch_slicer", logged_slicer)
-    monkeypatch.setattr(tf.GradientTape, "gradient", logged_gradient)
+    events = record_protocol(monkeypatch, tb, tf.GradientTape, "gradient")
     workload = study_workload("mlp512")
     prepared = tb.prepare(workload, mode, "cpu")
     for i in range(workload.n_batches + 1):

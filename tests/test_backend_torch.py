@@ -18,6 +18,7 @@ import torch
 
 from adbench import backends, reference, spec
 from adbench.backends.torch_backend import CAPABILITIES, models, tasks
+from protocol_recording import harness_clock, record_protocol
 
 pytestmark = pytest.mark.backend  # imports a framework
 
@@ -158,28 +159,7 @@ def test_the_study_protocol_clocks_the_backward_line_with_the_studys_clock(mode,
     """In both of the study's modes its clock (STUDY_CLOCK, never the harness's) is read
     before the batch is sliced from the epoch, after the forward lines, and after
     loss.backward(): backward_s is the backward line alone, as the study timed it."""
-    events = []
-
-    def clock():
-        events.append("clock")
-        return time.perf_counter()
-
-    def harness_clock():
-        raise AssertionError("the study's protocol reads the study's clock")
-
-    slicer, backward = tasks.epoch_slicer, torch.Tensor.backward
-
-    def logged_slicer(batches):
-        batch = slicer(batches)
-        return lambda i: events.append("slice") or batch(i)
-
-    def logged_backward(self, *args, **kwargs):
-        events.append("backward")
-        return backward(self, *args, **kwargs)
-
-    monkeypatch.setattr(tasks, "STUDY_CLOCK", clock)
-    monkeypatch.setattr(tasks, "epoch_slicer", logged_slicer)
-    monkeypatch.setattr(torch.Tensor, "backward", logged_backward)
+    events = record_protocol(monkeypatch, tasks, torch.Tensor, "backward")
     workload = study_workload("mlp512")
     prepared = tasks.prepare(workload, mode, "cpu")
     for i in range(workload.n_batches + 1):
