@@ -1,5 +1,6 @@
 """setup.sh: what each mode installs into the Python that runs Snakemake, read from the
-installers' own calls (a stand-in Python and apt-get record them; nothing is installed)."""
+installers' own calls (a stand-in Python and apt-get record them; nothing is installed).
+tests/test_setup_alone.py installs for real, and runs the documented commands there."""
 
 from __future__ import annotations
 

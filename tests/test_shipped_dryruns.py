@@ -54,11 +54,12 @@ def test_a_shipped_config_plans(checkout, config):
 
 @pytest.mark.parametrize("config", ["config/gpu.yaml", "config/gpu-smoke.yaml"])
 def test_a_gpu_config_plans_on_a_slurm_site(checkout, config):
-    """profiles/slurm with the example site file (a hyphenated GPU type): the packs, and
-    no refusal of the checks made before submitting."""
+    """profiles/slurm with the example site's file (a hyphenated GPU type) and its profile,
+    copied as the docs say: the packs, and no refusal of the checks made before
+    submitting."""
     env = {**os.environ, "ADBENCH_SITE": str(checkout / SITE)}
-    done = dry_run(checkout, "--workflow-profile", "profiles/slurm", "--configfile", config,
-                   env=env)
+    done = dry_run(checkout, "--workflow-profile", "profiles/slurm", "--profile",
+                   str(checkout / Path(SITE).parent), "--configfile", config, env=env)
     text = done.stdout + done.stderr
     assert done.returncode == 0 and "not submitting" not in text, text[-3000:]
     assert "pack" in text, text[-3000:]
