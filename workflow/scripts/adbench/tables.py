@@ -113,6 +113,18 @@ def records(table: TableInfo, framework: str, mode: str, task: str) -> bool:
     return table.quantity in timed_quantities(framework, mode, task)
 
 
+def at_fewest_threads(tidy: pd.DataFrame) -> pd.Series:
+    """Whether each tidy row is at its (machine, device)'s fewest threads: the rows the
+    paper's main text shows of a study's table (the thread count comparable with the study's,
+    which states one thread where it states any); its rows at other thread counts are an
+    appendix's.  The tidy tables themselves keep every row."""
+    if tidy.empty:
+        return pd.Series(True, index=tidy.index, dtype=bool)
+    threads = pd.to_numeric(tidy["threads"])
+    fewest = threads.groupby([tidy["machine"], tidy["device"]], dropna=False).transform("min")
+    return threads == fewest
+
+
 def ratio_tasks(table: TableInfo) -> tuple[str, str] | None:
     """(first, second) task of a two-task table, whose ratio the table reports."""
     return tuple(table.tasks) if len(table.tasks) == 2 else None

@@ -163,9 +163,9 @@ def method(i: PaperInputs) -> dict:
 
 
 def results(i: PaperInputs) -> dict:
-    """The study's tables beside ours, their figures, what they show."""
-    tables = [paper_tables.table_context(t, **i.data[t.name], waiting=i.waiting)
-              for t in TABLES]
+    """The study's tables beside ours (at their fewest threads: results_section.main_table),
+    their figures, what they show."""
+    tables = [results_section.main_table(t, i.data[t.name], i.waiting) for t in TABLES]
     main = [t for t, info in zip(tables, TABLES) if info.published]
     appendix = [t for t, info in zip(tables, TABLES) if not info.published]
     return {
@@ -200,6 +200,17 @@ def disagreements(i: PaperInputs) -> dict:
     return {"disagreements": disagreements_section.disagreements_context(
         i.data, i.study, i.cells, peak=read_peaks(i.path("peak") or []),
         conditions=i.conditions)}
+
+
+def other_threads(i: PaperInputs) -> dict:
+    """The study's tables' rows at other thread counts than the results section's, a table
+    each (the disagreements' thread-count test reads them); None where there are none."""
+    tables = [found for t in TABLES
+              if (found := results_section.other_threads_table(t, i.data[t.name], i.waiting))]
+    if not tables:
+        return {"other_threads": None}
+    return {"other_threads": {"runs": results_section.landscape_runs(tables),
+                              "label": results_section.OTHER_THREADS_APPENDIX}}
 
 
 def machines(i: PaperInputs) -> dict:

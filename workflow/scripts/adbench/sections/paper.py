@@ -85,6 +85,10 @@ SECTIONS = (
     # The disagreements section's tests (its context's), with what an untestable one needs.
     Section("disagreement_tests", None, "sections/appendix_disagreement_tests.tex.j2",
             "appendix"),
+    # The study's tables' rows at other thread counts than the results section's, which the
+    # disagreements' thread-count test reads.
+    Section("other_threads", HERE + "other_threads", "sections/appendix_other_threads.tex.j2",
+            "appendix", inputs=CORE),
     Section("appendix_setup", None, "sections/appendix_setup.tex.j2", "appendix"),
     Section("reproduce", HERE + "reproduce", "sections/appendix_reproduce.tex.j2", "appendix",
             inputs=(CONFIGFILE, RESULTS)),

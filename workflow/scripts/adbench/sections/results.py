@@ -1,12 +1,23 @@
 """The results section's context: the study's tables beside ours, in runs of one page
-orientation, each figure of tables after the tables it draws and cited in their captions."""
+orientation, each figure of tables after the tables it draws and cited in their captions; a
+study's table at its fewest threads (tables.at_fewest_threads), its rows at other thread
+counts in an appendix's table of their own (the other_threads section), each caption naming
+the other."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from adbench import plotting
+import pandas as pd
+
+from adbench import formatting as fmt
+from adbench import paper_tables, plotting
+from adbench import tables as tbl
+from adbench.report_spec import TableInfo
 from adbench.sections import figures as declared
+
+OTHER_THREADS_APPENDIX = "app:other-threads"  # the other_threads section's label
 
 
 def included(path) -> dict | None:
@@ -69,3 +80,63 @@ def table_refs(names: list[str]) -> str:
     if len(refs) <= 1:
         return f"Table~{refs[0]}" if refs else ""
     return f"Tables~{', '.join(refs[:-1])} and~{refs[-1]}"
+
+
+# ----------------------------------------------------------------------------- thread counts
+def main_text_rows(table: TableInfo, ours: pd.DataFrame) -> pd.DataFrame:
+    """Our rows of a table as the main text shows them: a study's table at its fewest
+    threads; any other table whole (it is an appendix's)."""
+    return ours[tbl.at_fewest_threads(ours)] if table.published else ours
+
+
+def other_thread_rows(table: TableInfo, ours: pd.DataFrame) -> pd.DataFrame:
+    """Our rows of a study's table at other thread counts than the main text's (none of
+    another table)."""
+    return ours[~tbl.at_fewest_threads(ours)] if table.published else ours.iloc[0:0]
+
+
+def other_threads_name(name: str) -> str:
+    """The label of a study's table's rows at other thread counts (tab:<name>-threads)."""
+    return f"{name}-threads"
+
+
+def threads_listed(rows: pd.DataFrame) -> str:
+    """'1 thread', '2 and 4 threads': the thread counts of some rows."""
+    counts = [str(int(n)) for n in sorted(set(pd.to_numeric(rows["threads"])))]
+    listed = counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} and {counts[-1]}"
+    return fmt.counted(listed, "thread")
+
+
+def with_caption(context: dict, words: str) -> dict:
+    """A table's context with `words` after its caption (each part's, where it is split)."""
+    parts = [{**p, "caption": f"{p['caption']} {words}"} for p in context.get("parts") or []]
+    return {**context, "caption": f"{context['caption']} {words}", "parts": parts or None}
+
+
+def main_table(table: TableInfo, data: dict, waiting) -> dict:
+    """A table of the results section (paper_tables.table_context) over main_text_rows; a
+    study's table measured at other thread counts too names the appendix's table of them."""
+    ours = data["ours"]
+    context = paper_tables.table_context(table, main_text_rows(table, ours),
+                                         data["published"], waiting=waiting)
+    others = other_thread_rows(table, ours)
+    if others.empty:
+        return context
+    return with_caption(context, (
+        f"Ours on {threads_listed(main_text_rows(table, ours))}; on {threads_listed(others)}, "
+        f"Table~\\ref{{tab:{other_threads_name(table.name)}}} "
+        f"(Appendix~\\ref{{{OTHER_THREADS_APPENDIX}}})."))
+
+
+def other_threads_table(table: TableInfo, data: dict, waiting) -> dict | None:
+    """A study's table over its rows at other thread counts (other_thread_rows), labelled
+    other_threads_name, beside the study's; None where it has none."""
+    ours = data["ours"]
+    others = other_thread_rows(table, ours)
+    if others.empty:
+        return None
+    renamed = dataclasses.replace(table, name=other_threads_name(table.name))
+    context = paper_tables.table_context(renamed, others, data["published"], waiting=waiting)
+    return with_caption(context, (
+        f"Ours on {threads_listed(others)}; on {threads_listed(main_text_rows(table, ours))}, "
+        f"Table~\\ref{{tab:{table.name}}} (Section~\\ref{{sec:results}})."))
