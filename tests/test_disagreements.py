@@ -261,8 +261,7 @@ def test_a_row_at_another_thread_count_is_the_thread_tests_not_a_disagreement_of
     """The study's number is set against ours at the fewest threads (the main text's row);
     the 4-thread row, far too, enters through the thread test alone."""
     found = eager_mlp(3000.0, (6000.0, 4))
-    assert [r["where"] for r in found["rows"]] == [found["rows"][0]["where"]]
-    assert found["n_compared"] == 1
+    assert len(found["rows"]) == 1 and found["n_compared"] == 1
     assert outcome(found, "threads")["verdict"] == disagreements.REFUTED
 
 
