@@ -270,6 +270,10 @@ _DOUBLED_OK = {"that that", "had had"}
 
 
 _FLOATS = re.compile(r"\\begin\{(longtable|table|figure|tabular)\}.*?\\end\{\1\}", re.S)
+# a float with its table's footnotes (the paper's tablenotes): a note under each table that
+# shows its cell is the table's own, not a paragraph printed twice
+_TABLE_PARTS = re.compile(r"\\begin\{(longtable|table|figure|tabular|tablenotes)\}.*?"
+                          r"\\end\{\1\}", re.S)
 _KEEP = re.compile(r"\\(?:emph|textbf|paragraph|section|subsection|item|mbox|texttt)\*?"
                    r"(?:\[([^]]*)\])?\{([^{}]*)\}")
 _MATH = {r"$\pm$": "±", r"$\times$": "×", r"$\mu$": "µ", r"\textmu{}": "µ", "--": "–"}
@@ -399,9 +403,9 @@ REPEATED_WORDS = 15  # a paragraph this long written twice is a template's, not 
 
 def written_twice(tex: str) -> list[str]:
     """The paragraphs of REPEATED_WORDS words or more that the .tex writes twice or more,
-    verbatim (tables and figures left out, before the last appendix)."""
+    verbatim (tables, their notes and figures left out, before the last appendix)."""
     body = tex.split(r"\begin{document}")[-1].split(rf"\section{{{LAST_APPENDIX}}}")[0]
-    body = _uncommented(_FLOATS.sub("\n\n", body))
+    body = _uncommented(_TABLE_PARTS.sub("\n\n", body))
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n|\\par\b", body)]
     counts: dict[str, int] = {}
     for p in paragraphs:

@@ -76,6 +76,10 @@ def test_a_paragraph_is_written_twice_only_outside_tables_and_at_length():
     assert paper_checks.written_twice(doubled) == [paragraph]
     table = "\\begin{table}\n" + paragraph + "\n\\end{table}\n\n"
     assert paper_checks.written_twice("\\begin{document}\n" + table + paragraph) == []
+    # a flagged cell shown in two tables: each table's notes carry its note
+    note = ("\\begin{tablenotes}\nHIPS autograd (eager), RNN cell, backward: noisy in 1 of 1 "
+            "seeds (step IQR / median above 10 percent) and so on\n\\end{tablenotes}\n\n")
+    assert paper_checks.written_twice("\\begin{document}\n" + note + "Text.\n\n" + note) == []
     assert paper_checks.written_twice("\\begin{document}\nNot measured.\n\nNot measured.\n") == []
 
 
