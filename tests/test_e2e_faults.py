@@ -2,7 +2,8 @@
 (tests/e2e.py): Ctrl-C during a timing job, a killed cell, an environment that cannot be
 built, a budget too short, a cell that raises, a second config beside the first, a machine
 without latexmk. Every cell ends recorded, the rest of the run goes on, and the next run
-re-times exactly what must be."""
+re-times exactly what must be; a host so noisy and busy that every cell is flagged still
+prints a paper that passes every check."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from adbench import schema, spec
+from adbench import paper_tables, schema, spec
 from e2e import (
     OUT,
     TEST_CONFIG,
@@ -29,6 +30,7 @@ from e2e import (
     snakemake,
     tiny_cells,
 )
+import paper_checks
 
 # Each test here runs the workflow again on its own copy (faults planted, an interrupted run,
 # no latexmk, a second config): minutes of both cores, so in the extended tier (.ci/run).
@@ -89,6 +91,27 @@ def test_an_interrupted_run_resumes_without_redoing_finished_cells(run):
     assert "Nothing to be done" in snakemake(run, "-n", "--config", "environments=venv").log
 
 
+
+
+def test_a_run_whose_every_cell_is_noisy_and_busy_prints_a_paper_that_passes_every_check(run):
+    """Which cells a run flags is the host's doing: every ok cell flagged noisy and measured on
+    a busy machine, each table carries the same notes under it, and two tables on one page
+    carry them twice (a CI run's paper did, for one noisy cell in two tables). The tables and
+    the paper made again from those cells pass every print check, the notes under every
+    table that shows a flagged cell."""
+    path = run / OUT / "aggregate/cells.parquet"
+    cells = pd.read_parquet(path)
+    ok = cells["status"] == "ok"
+    cells.loc[ok, ["noisy", "busy"]] = True
+    cells.loc[ok, "noise"] = cells.loc[ok, "noise"].clip(lower=0.5)
+    cells.to_parquet(path)
+    done = snakemake(run, "--allowed-rules", "tables", "paper", "--config", "environments=venv",
+                     "--cores", "2", f"{OUT}/paper/paper.pdf")
+    assert done.returncode == 0, done.log[-4000:]
+    assert sorted(planned_jobs(done.log)) == ["paper", "tables"], done.log
+    tex = (run / OUT / "paper/paper.tex").read_text()
+    assert tex.count(paper_tables.BUSY) >= 2 and tex.count("noisy in") >= 2
+    assert paper_checks.problems(paper_checks.Paper.read(run / OUT / "paper/paper.pdf")) == {}
 
 
 def test_missing_latexmk_fails_only_the_paper_with_a_hint(run, tmp_path):
