@@ -40,9 +40,17 @@ def module_name(path: Path, scripts: Path = SCRIPTS) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_names(path: Path, scripts: Path = SCRIPTS) -> set[str]:
+def imported_names(path: Path, scripts: Path = SCRIPTS) -> frozenset[str]:
     """Every dotted name an import statement of `path` may load, wherever the statement
     stands (a lazy import inside a function counts): `from a import b` may load module a.b."""
+    # Read once per version of the file: every rule's closure walks the same modules, and
+    # parsing them again for each was half of a dry run's planning.
+    stat = path.stat()
+    return _imported_names(path, scripts, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _imported_names(path: Path, scripts: Path, mtime_ns: int, size: int) -> frozenset[str]:
     package = module_name(path, scripts)
     if path.name != "__init__.py":
         package = package.rpartition(".")[0]
@@ -58,7 +66,7 @@ def imported_names(path: Path, scripts: Path = SCRIPTS) -> set[str]:
                 base = node.module or ""
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
+    return frozenset(names)
 
 
 def with_packages(name: str) -> list[str]:
