@@ -55,7 +55,7 @@ def _imported_names(path: Path, scripts: Path, mtime_ns: int, size: int) -> froz
     if path.name != "__init__.py":
         package = package.rpartition(".")[0]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in statements(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -67,6 +67,20 @@ def _imported_names(path: Path, scripts: Path, mtime_ns: int, size: int) -> froz
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return frozenset(names)
+
+
+def statements(tree: ast.AST):
+    """Every statement of a module, however deeply nested (a function's, a branch's, a
+    handler's), and none of the expressions: an import is a statement, and the
+    expressions are most of a tree's nodes."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, field, None)
+            if isinstance(children, list):
+                todo.extend(children)
 
 
 def with_packages(name: str) -> list[str]:
