@@ -105,3 +105,9 @@ def test_missing_numbers_and_blank_text():
     assert not fmt.missing(0) and not fmt.missing("1.5")
     assert fmt.blank(None) and fmt.blank(NAN) and fmt.blank("")
     assert not fmt.blank("n/a") and not fmt.blank(0)
+
+
+def test_joined_lists_items_as_prose():
+    assert fmt.joined(["1"]) == "1"
+    assert fmt.joined(["1", "2"]) == "1 and 2"
+    assert fmt.joined(["1", "2", "4"], " or ") == "1, 2 or 4"

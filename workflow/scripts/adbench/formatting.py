@@ -209,6 +209,11 @@ def counted(n, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if str(n) == '1' else plural or noun + 's'}"
 
 
+def joined(items: list[str], last: str = " and ") -> str:
+    """'a', 'a and b', 'a, b and c' (`last`: what comes before the last item, e.g. ' or ')."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])}{last}{items[-1]}"
+
+
 def difference_us(value, low=math.nan, high=math.nan, tex: bool = False) -> str:
     """A signed difference in microseconds, '+312 [250, 380]', as `ratio` sets intervals."""
     if missing(value):

@@ -639,9 +639,7 @@ def seeds_text(ours: pd.DataFrame) -> str:
     counts = [str(n) for n in sorted({int(n) for n in ours["n_seeds"].dropna()})]
     if not counts:
         return fmt.NA
-    if len(counts) == 1:
-        return fmt.counted(counts[0], "seed")
-    return f"{', '.join(counts[:-1])} or {counts[-1]} seeds"
+    return fmt.counted(fmt.joined(counts, " or "), "seed")
 
 
 def header_context(groups: list[tuple[str, list[str]]]) -> dict:

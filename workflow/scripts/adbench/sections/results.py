@@ -74,17 +74,12 @@ def table_figures(data: dict, files: dict) -> list[dict]:
     return out
 
 
-def joined(items: list[str], last: str = " and ") -> str:
-    """'a', 'a and b', 'a, b and c' (`last`: what comes before the last item)."""
-    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])}{last}{items[-1]}"
-
-
 def table_refs(names: list[str]) -> str:
     """'Table~\\ref{tab:a}', 'Tables~\\ref{tab:a} and~\\ref{tab:b}', 'Tables~..., ... and~...'."""
     refs = [f"\\ref{{tab:{name}}}" for name in names]
     if len(refs) <= 1:
         return f"Table~{refs[0]}" if refs else ""
-    return f"Tables~{joined(refs, ' and~')}"
+    return f"Tables~{fmt.joined(refs, ' and~')}"
 
 
 # ----------------------------------------------------------------------------- thread counts
@@ -108,7 +103,7 @@ def other_threads_name(name: str) -> str:
 def threads_listed(rows: pd.DataFrame) -> str:
     """'1 thread', '2 and 4 threads': the thread counts of some rows."""
     counts = [str(int(n)) for n in sorted(set(pd.to_numeric(rows["threads"])))]
-    return fmt.counted(joined(counts), "thread")
+    return fmt.counted(fmt.joined(counts), "thread")
 
 
 def with_caption(context: dict, words: str) -> dict:
