@@ -269,11 +269,16 @@ _STITCHED = {
 _DOUBLED_OK = {"that that", "had had"}
 
 
-_FLOATS = re.compile(r"\\begin\{(longtable|table|figure|tabular)\}.*?\\end\{\1\}", re.S)
-# a float with its table's footnotes (the paper's tablenotes): a note under each table that
-# shows its cell is the table's own, not a paragraph printed twice
-_TABLE_PARTS = re.compile(r"\\begin\{(longtable|table|figure|tabular|tablenotes)\}.*?"
-                          r"\\end\{\1\}", re.S)
+def _environments(*names: str) -> re.Pattern:
+    """The whole of each of these LaTeX environments, \\begin to its \\end."""
+    return re.compile(rf"\\begin\{{({'|'.join(names)})\}}.*?\\end\{{\1\}}", re.S)
+
+
+_FLOAT_NAMES = ("longtable", "table", "figure", "tabular")
+_FLOATS = _environments(*_FLOAT_NAMES)
+# the floats with the tables' footnotes (the paper's tablenotes): a note under each table
+# that shows its cell is the table's own, not a paragraph printed twice
+_TABLE_PARTS = _environments(*_FLOAT_NAMES, "tablenotes")
 _KEEP = re.compile(r"\\(?:emph|textbf|paragraph|section|subsection|item|mbox|texttt)\*?"
                    r"(?:\[([^]]*)\])?\{([^{}]*)\}")
 _MATH = {r"$\pm$": "±", r"$\times$": "×", r"$\mu$": "µ", r"\textmu{}": "µ", "--": "–"}
