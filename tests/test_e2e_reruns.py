@@ -189,3 +189,24 @@ def test_editing_a_module_no_timing_job_imports_re_runs_its_users_alone(run):
     assert planned == users[str(module)] | {"paper"}, (module, plan[-3000:])
 
 
+
+
+def test_a_workload_change_re_times_its_cells_in_packs_on_a_cluster(run):
+    """On a cluster the cells a run re-times go in packs (adbench/cluster.py, pending_cell):
+    a config that changes one model's iterations re-times that model's cells, each in a
+    pack with the others of its framework, none in a job of its own; the other cells, left
+    as they were timed, in none."""
+    site = run / "profiles/slurm/site-example"
+    env = {**os.environ, "ADBENCH_SITE": str(site / "site.yaml")}
+    model = "mlp512"
+    plan = snakemake(run, "-n", "--workflow-profile", "profiles/slurm", "--profile", str(site),
+                     "--config", "environments=venv",
+                     f"workload={{models: {{{model}: {{iterations: 13}}}}}}", env=env).log
+    ours = {c.raw_path.removeprefix("raw/") for c in tiny_cells() if c.model == model}
+    assert set(planned_outputs(plan, "raw")) == ours, plan[-3000:]
+    # A group's jobs are printed indented under its "Group job pack_..." line.
+    lines = plan.splitlines()
+    assert "rule measure:" not in lines, plan[-3000:]  # a job of its own
+    assert lines.count("    rule measure:") == len(ours), plan[-3000:]
+    assert sum("Group job pack_" in line for line in lines) == len(
+        {c.framework for c in tiny_cells() if c.model == model}), plan[-3000:]

@@ -132,12 +132,33 @@ def test_a_cell_measured_on_another_seed_is_planned_at_its_time(tmp_path):
     assert jax.runtime_min == max(5, math.ceil((30 + 2 * 105) / 60))
 
 
+def measured(tmp_path: Path, run, cell, description: dict | None = None) -> None:
+    """The cell's raw file as its timing job writes it: its description whole (or the
+    record of `description`'s parts alone)."""
+    schema.write_raw(str(tmp_path / run.results / cell.raw_path), dataclasses.asdict(cell),
+                     [], {"status": "ok", **(description if description is not None
+                                             else run.workloads.description(cell).as_dict())})
+
+
 def test_cells_already_measured_are_not_planned(tmp_path):
     run, _ = plan(tmp_path, CONFIG, SITE)
     cell = next(c for c in run.cells if c.framework == "jax")
-    schema.write_raw(str(tmp_path / run.results / cell.raw_path), dataclasses.asdict(cell),
-                     [], {"status": "ok", "cell": dataclasses.asdict(cell)})
+    measured(tmp_path, run, cell)
     _, jobs = plan(tmp_path, CONFIG, SITE)
+    assert not [j for j in jobs if j.framework == "jax"]
+
+
+def test_a_measured_cell_whose_workload_the_config_changed_is_planned_again(tmp_path):
+    """Its timing job's params change (Snakemake re-times it): it goes in a pack again, not
+    in a job of its own. A record without the workload (a tree of before) is taken as it."""
+    run, _ = plan(tmp_path, CONFIG, SITE)
+    cell = next(c for c in run.cells if c.framework == "jax")
+    measured(tmp_path, run, cell)
+    more = {**CONFIG, "workload": {**CONFIG["workload"], "iterations": 7}}
+    _, jobs = plan(tmp_path, more, SITE)
+    assert [(j.rule, j.cells) for j in jobs if j.framework == "jax"] == [("pack", 1)]
+    measured(tmp_path, run, cell, {"cell": dataclasses.asdict(cell)})
+    _, jobs = plan(tmp_path, more, SITE)
     assert not [j for j in jobs if j.framework == "jax"]
 
 

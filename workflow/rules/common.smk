@@ -100,7 +100,9 @@ def submitting():
 
 def pending(cell):
     """Whether this run will time a cell (what the packs hold; adbench/cluster.py)."""
-    return run_config.cluster_settings.pending_cell(Path(RESULTS), cell, harness_changed)
+    return run_config.cluster_settings.pending_cell(
+        Path(RESULTS), cell, harness_changed, WORKLOADS.description
+    )
 
 
 @functools.cache

@@ -70,7 +70,8 @@ class Job:
 def pending_cells(run: run_config.Run, working_dir: Path) -> list[spec.Cell]:
     """The cells a run will time, as the workflow predicts them (a code change aside)."""
     tree = working_dir / run.results
-    return [c for c in run.cells if cluster.pending_cell(tree, c, lambda f, d: False)]
+    return [c for c in run.cells if cluster.pending_cell(tree, c, lambda f, d: False,
+                                                         run.workloads.description)]
 
 
 def packs(run: run_config.Run, working_dir: Path) -> run_config.Packs:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import json
 import math
 import os
 import re
@@ -904,16 +905,35 @@ def pack_span(name: str, cells: list[spec.Cell]) -> list[spec.Cell]:
             if (c.device, c.framework) == (device, framework)]
 
 
-def pending_cell(tree: Path, cell: spec.Cell, changed: Callable[[str, str], bool]) -> bool:
+def pending_cell(tree: Path, cell: spec.Cell, changed: Callable[[str, str], bool],
+                 described: Callable[[spec.Cell], spec.CellDescription]) -> bool:
     """Whether a run will time a cell: no raw file yet, a line in its killed log written after
-    it (a kill, or a CUDA cell that saw no GPU: run_cell.py), or its harness changed."""
+    it (a kill, or a CUDA cell that saw no GPU: run_cell.py), its harness changed, or its raw
+    file holds another description than this run's (`described`: the config's sizes,
+    iterations or stopping rule changed, the timing job's params). Not seen: a change of the
+    cell's entries in the spec (its model's or its task's), which its raw file does not
+    record; Snakemake re-times those cells all the same, each a job of its own."""
     raw = tree / cell.raw_path
     if not raw.exists():
         return True
     killed = tree / "killed" / f"{spec.CELL_PATH.format_map(vars(cell))}.log"
     if killed.exists() and killed.stat().st_mtime >= raw.stat().st_mtime:
         return True
-    return changed(cell.framework, cell.device)
+    return changed(cell.framework, cell.device) or timed_with_another(raw, described(cell))
+
+
+def timed_with_another(raw: Path, description: spec.CellDescription) -> bool:
+    """Whether a raw file records another description than `description` (both as JSON
+    reads them; a part it does not record is taken as the same, as Snakemake decides those
+    cells): one it cannot read is timed again."""
+    from adbench import schema  # pyarrow: only where a plan reads finished cells
+
+    try:
+        recorded = schema.read_provenance(str(raw))
+    except (OSError, ValueError):
+        return True
+    current = json.loads(description.to_json())
+    return any(part in recorded and recorded[part] != value for part, value in current.items())
 
 
 def tree_tag(results: str) -> str:
