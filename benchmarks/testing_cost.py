@@ -6,14 +6,14 @@ it that stands in for a slower host.
     python3 benchmarks/testing_cost.py --cpu-share 0.67  # two thirds of its CPU time
     python3 benchmarks/testing_cost.py --cpu-share 0.5 -- -m unit   # pytest's arguments
 
-Copies the checkout as a clone has it (plus uncommitted work; no environments, no results),
-then runs `./setup.sh --test && python3 -m pytest` there, as the README gives it, under a
-CPU quota of `--cpu-share` times this machine's cores (a Linux control group: cgroup v2's
-cpu.max or v1's CFS quota; as root). It prints the wall time of each step and in all
-against the test command's budget (15 minutes), the CPU seconds they took, pytest's summary
-line, the tests that took longest, and this machine's single-thread matrix-product peak
-(workflow/scripts/measure_peak.py, measured before the run), and writes them as JSON to
-results/benchmarks/testing_cost.json.
+Clones the checkout (its HEAD, with the work not committed yet laid over it; no
+environments, no results), then runs `./setup.sh --test && python3 -m pytest` there, as
+the README gives it, under a CPU quota of `--cpu-share` times this machine's cores (a Linux
+control group: cgroup v2's cpu.max or v1's CFS quota; as root). It prints the wall time of
+each step and in all against the test command's budget (15 minutes), the CPU seconds they
+took, pytest's summary line, the tests that took longest, and this machine's single-thread
+matrix-product peak (workflow/scripts/measure_peak.py, measured before the run), and writes
+them as JSON to results/benchmarks/testing_cost.json.
 
 A quota takes CPU time away as a slower host would (throughput), not clock speed: a single
 thread still runs at full speed while the share allows more than one core.
@@ -35,8 +35,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import pipeline_cost  # noqa: E402  (the fresh copy of the checkout)
 
 BUDGET_S = 15 * 60  # the README's test command, on a fresh clone (the developers' guide)
 PERIOD_US = 100_000  # the control group's accounting period
@@ -86,6 +84,29 @@ def remove_cgroup(procs: Path) -> None:
         print(f"[testing_cost] left {procs.parent}: {exc}", file=sys.stderr)
 
 
+# ------------------------------------------------------------------ the clone
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def fresh_clone(dest: Path, repo: Path = REPO) -> dict:
+    """`git clone` of the checkout's HEAD into the empty folder `dest` (the tests read the
+    clone's own git), with the work not committed yet laid over it: the files changed or
+    added (not ignored) copied, those deleted removed. Returns the commit and that work."""
+    git("clone", "--quiet", str(repo), str(dest), cwd=repo)
+    changed = [n for n in git("ls-files", "-z", "--modified", "--others", "--exclude-standard",
+                              cwd=repo).split("\0") if n]
+    for name in changed:
+        if (repo / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / name, dest / name)
+        else:  # deleted (git lists it as modified too)
+            (dest / name).unlink(missing_ok=True)
+    return {"commit": git("rev-parse", "HEAD", cwd=dest).strip(),
+            "uncommitted": sorted(set(changed))}
+
+
 # ------------------------------------------------------------------ the run
 def children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,8 +150,10 @@ def slowest_tests(junit: Path, count: int) -> list[tuple[float, str]]:
 
 
 def report(result: dict) -> str:
-    lines = [f"Test command from a fresh copy ({result['workdir']}), "
-             f"{result['cpu_share']:g} of {result['cores']} cores"
+    work = len(result["uncommitted"])
+    lines = [f"Test command from a fresh clone of {result['commit'][:12]}"
+             + (f" with {work} uncommitted file(s)" if work else "")
+             + f" ({result['workdir']}), {result['cpu_share']:g} of {result['cores']} cores"
              + (" (a CPU quota)" if result["cpu_share"] < 1 else ""),
              f"  single-thread matmul peak: "
              + (f"{result['peak_gflops']:.1f} GFLOP/s" if result["peak_gflops"] else "n/a")]
@@ -168,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="adbench-test-cost-"))
     procs = make_cgroup(args.cpu_share, cores) if args.cpu_share < 1 else None
     try:
-        pipeline_cost.fresh_copy(workdir, cold=True)
+        clone = fresh_clone(workdir)
         peak = single_thread_peak(workdir, workdir / "peak.json")
         junit = workdir / "junit.xml"
         steps = [timed_step(["./setup.sh", "--test"], workdir, workdir / "setup.log", procs)]
@@ -177,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                                      f"--junitxml={junit}", *pytest_args], workdir,
                                     workdir / "pytest.log", procs))
         found = SUMMARY.findall(Path(steps[-1]["log"]).read_text(errors="replace"))
-        result = {"workdir": str(workdir), "cpu_share": args.cpu_share, "cores": cores,
-                  "peak_gflops": peak, "budget_s": BUDGET_S, "steps": steps,
+        result = {"workdir": str(workdir), **clone, "cpu_share": args.cpu_share,
+                  "cores": cores, "peak_gflops": peak, "budget_s": BUDGET_S, "steps": steps,
                   "summary": found[-1] if found else None,
                   "slowest": slowest_tests(junit, args.slowest)}
     finally:

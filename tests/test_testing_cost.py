@@ -1,4 +1,4 @@
-"""benchmarks/testing_cost.py: the README's test command from a fresh copy, on the whole
+"""benchmarks/testing_cost.py: the README's test command in a fresh clone, on the whole
 machine or under a CPU quota that stands in for a slower host. The quota's arithmetic and
 its control groups (v2 and v1) on fabricated cgroup trees, what it reads of pytest's output;
 in the extended tier, the benchmark itself on one small test file, whole machine and quota."""
@@ -86,17 +86,48 @@ def test_the_slowest_tests_come_from_the_junit_file(tmp_path):
     assert cost.slowest_tests(tmp_path / "absent.xml", 2) == []
 
 
+def test_the_clone_is_heads_with_the_uncommitted_work_laid_over_it(tmp_path):
+    """A git clone (tests read its git), plus the work not committed yet: a file changed,
+    one added, one deleted; an ignored file left out."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name, text in {"kept.txt": "a\n", "changed.txt": "old\n", "gone.txt": "x\n",
+                       ".gitignore": "ignored.txt\n"}.items():
+        (repo / name).write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=repo, check=True)
+    (repo / "changed.txt").write_text("new\n")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "added.txt").write_text("b\n")
+    (repo / "gone.txt").unlink()
+    (repo / "ignored.txt").write_text("not copied\n")
+    dest = tmp_path / "clone"
+    dest.mkdir()
+    clone = cost.fresh_clone(dest, repo)
+    assert (dest / ".git").is_dir() and (dest / "kept.txt").read_text() == "a\n"
+    assert (dest / "changed.txt").read_text() == "new\n"
+    assert (dest / "sub" / "added.txt").read_text() == "b\n"
+    assert not (dest / "gone.txt").exists() and not (dest / "ignored.txt").exists()
+    assert clone["uncommitted"] == ["changed.txt", "gone.txt", "sub/added.txt"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                          text=True).stdout.strip()
+    assert clone["commit"] == head
+
+
 def run_benchmark(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     out = tmp_path / "cost.json"
+    # test_run_config reads the clone's git (its tracked folders)
     return subprocess.run([sys.executable, "benchmarks/testing_cost.py", *args,
                            "--out", str(out), "--", "-n", "0", "-m", "unit",
-                           "tests/test_formatting.py"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=900)
+                           "tests/test_formatting.py", "tests/test_run_config.py"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.extended
 def test_the_benchmark_runs_the_command_in_a_fresh_copy_and_reports_it(tmp_path):
-    """setup.sh --test, then pytest (here on one small file), in a copy it removes after."""
+    """setup.sh --test, then pytest (here on two small files), in a clone it removes after."""
     done = run_benchmark(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads((tmp_path / "cost.json").read_text())
@@ -104,6 +135,9 @@ def test_the_benchmark_runs_the_command_in_a_fresh_copy_and_reports_it(tmp_path)
     assert all(s["rc"] == 0 and s["wall_s"] > 0 and s["cpu_s"] > 0 for s in result["steps"])
     assert result["summary"].split()[1] == "passed" and result["peak_gflops"] > 0
     assert result["slowest"] and not Path(result["workdir"]).exists()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    assert result["commit"] == head
     assert "within the 15 minutes" in done.stdout and "1 of" in done.stdout
 
 
