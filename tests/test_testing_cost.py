@@ -1,7 +1,7 @@
 """benchmarks/testing_cost.py: the README's test command in a fresh clone, on the whole
 machine or under a CPU quota that stands in for a slower host. The quota's arithmetic and
 its control groups (v2 and v1) on fabricated cgroup trees, what it reads of pytest's output;
-in the extended tier, the benchmark itself on one small test file, whole machine and quota."""
+in the extended tier, the benchmark itself on two small test files, whole machine and quota."""
 
 from __future__ import annotations
 
