@@ -155,14 +155,15 @@ def report(result: dict) -> str:
              + (f" with {work} uncommitted file(s)" if work else "")
              + f" ({result['workdir']}), {result['cpu_share']:g} of {result['cores']} cores"
              + (" (a CPU quota)" if result["cpu_share"] < 1 else ""),
-             f"  single-thread matmul peak: "
+             "  single-thread matmul peak: "
              + (f"{result['peak_gflops']:.1f} GFLOP/s" if result["peak_gflops"] else "n/a")]
     for step in result["steps"]:
         lines.append(f"  {step['wall_s']:7.1f} s wall {step['cpu_s']:8.1f} s CPU  rc "
                      f"{step['rc']}  {step['command']}")
     total = sum(s["wall_s"] for s in result["steps"])
     verdict = "within" if total <= BUDGET_S else "over"
-    lines.append(f"  {total:7.1f} s in all: {verdict} the {BUDGET_S // 60} minutes")
+    failed = "" if all(s["rc"] == 0 for s in result["steps"]) else " (a step failed)"
+    lines.append(f"  {total:7.1f} s in all: {verdict} the {BUDGET_S // 60} minutes{failed}")
     lines.append(f"  pytest: {result['summary'] or 'no summary line (see its log)'}")
     if result["slowest"]:
         lines.append("  slowest tests (s, wall; the first of a shared fixture pays for it):")

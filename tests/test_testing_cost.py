@@ -86,6 +86,22 @@ def test_the_slowest_tests_come_from_the_junit_file(tmp_path):
     assert cost.slowest_tests(tmp_path / "absent.xml", 2) == []
 
 
+def test_the_report_holds_the_total_to_the_budget_and_names_a_failed_step():
+    def result(setup_s, pytest_s, rc):
+        steps = [{"command": "./setup.sh --test", "rc": 0, "wall_s": setup_s, "cpu_s": 1.0},
+                 {"command": "python3 -m pytest", "rc": rc, "wall_s": pytest_s, "cpu_s": 9.0}]
+        return {"commit": "0123456789abcdef", "uncommitted": ["a.py"], "workdir": "/w",
+                "cpu_share": 0.5, "cores": 2, "peak_gflops": 120.0, "steps": steps,
+                "summary": "1 failed, 9 passed" if rc else "10 passed", "slowest": []}
+
+    fine = cost.report(result(10.0, 880.0, 0))
+    assert "890.0 s in all: within the 15 minutes\n" in fine + "\n"
+    assert "0123456789ab with 1 uncommitted file(s)" in fine and "(a CPU quota)" in fine
+    late = cost.report(result(10.0, 900.0, 1))
+    assert "910.0 s in all: over the 15 minutes (a step failed)" in late
+    assert "pytest: 1 failed, 9 passed" in late
+
+
 def test_the_clone_is_heads_with_the_uncommitted_work_laid_over_it(tmp_path):
     """A git clone (tests read its git), plus the work not committed yet: a file changed,
     one added, one deleted; an ignored file left out."""
