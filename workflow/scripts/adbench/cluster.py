@@ -923,9 +923,9 @@ def pending_cell(tree: Path, cell: spec.Cell, changed: Callable[[str, str], bool
 
 
 def timed_with_another(raw: Path, description: spec.CellDescription) -> bool:
-    """Whether a raw file records another description than `description` (both as JSON
-    reads them; a part it does not record is taken as the same, as Snakemake decides those
-    cells): one it cannot read is timed again."""
+    """Whether a raw file records another description than `description`, both as JSON reads
+    them. A part it does not record (written before raw files held it) is taken as unchanged; a
+    file it cannot read, as changed."""
     from adbench import schema  # pyarrow: only where a plan reads finished cells
 
     try:
