@@ -54,27 +54,28 @@ def quota_us(share: float, cores: int) -> int:
 
 def make_cgroup(share: float, cores: int, root: Path = CGROUP_ROOT) -> Path:
     """A control group whose processes share `share` of the machine's CPU time; the file a
-    process's id is written to, to join it. Names what is missing where it cannot."""
+    process's id is written to, to join it. Names what is missing where it cannot, and
+    leaves no half-made group behind."""
     quota, name = quota_us(share, cores), f"adbench-test-cost-{os.getpid()}"
+    v2 = (root / "cgroup.controllers").exists()  # v2: one tree, cpu.max "quota period"
+    if not v2 and not (root / "cpu" / "cpu.cfs_quota_us").exists():  # v1: cpu's own tree
+        raise SystemExit(f"--cpu-share {share}: no cgroup cpu controller under {root} "
+                         "(Linux); run without --cpu-share for the whole machine")
+    group = root / name if v2 else root / "cpu" / name
     try:
-        if (root / "cgroup.controllers").exists():  # v2: one tree, cpu.max "quota period"
-            if "cpu" not in (root / "cgroup.subtree_control").read_text().split():
-                (root / "cgroup.subtree_control").write_text("+cpu")
-            group = root / name
-            group.mkdir()
-            (group / "cpu.max").write_text(f"{quota} {PERIOD_US}")
-            return group / "cgroup.procs"
-        if (root / "cpu" / "cpu.cfs_quota_us").exists():  # v1: the cpu controller's tree
-            group = root / "cpu" / name
-            group.mkdir()
-            (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (group / "cpu.cfs_quota_us").write_text(str(quota))
-            return group / "tasks"
+        if v2 and "cpu" not in (root / "cgroup.subtree_control").read_text().split():
+            (root / "cgroup.subtree_control").write_text("+cpu")
+        group.mkdir()
+        settings = ({"cpu.max": f"{quota} {PERIOD_US}"} if v2 else
+                    {"cpu.cfs_period_us": str(PERIOD_US), "cpu.cfs_quota_us": str(quota)})
+        for setting, value in settings.items():
+            (group / setting).write_text(value)
     except OSError as exc:  # not root, or a container's read-only cgroup tree
+        if group.is_dir():
+            remove_cgroup(group / "tasks")
         raise SystemExit(f"--cpu-share {share}: cannot make a control group under {root}: "
                          f"{exc}; run without --cpu-share for the whole machine")
-    raise SystemExit(f"--cpu-share {share}: no cgroup cpu controller under {root} (Linux); "
-                     "run without --cpu-share for the whole machine")
+    return group / ("cgroup.procs" if v2 else "tasks")
 
 
 def remove_cgroup(procs: Path) -> None:

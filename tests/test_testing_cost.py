@@ -50,6 +50,24 @@ def test_a_cgroup_v1_tree_gets_a_group_with_its_cfs_quota(tmp_path):
     assert (procs.parent / "cpu.cfs_period_us").read_text() == "100000"
 
 
+def test_a_group_it_cannot_set_is_named_and_not_left_behind(tmp_path, monkeypatch):
+    """The kernel refuses the group's first setting once the group is made: the error names
+    it, and the group is removed."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    real_write = Path.write_text
+
+    def refused(self, *args, **kwargs):
+        if self.parent.parent == tmp_path / "cpu":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", refused)
+    with pytest.raises(SystemExit, match="cannot make a control group.*Permission denied"):
+        cost.make_cgroup(0.5, 2, root=tmp_path)
+    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["cpu.cfs_quota_us"]
+
+
 def test_no_cpu_controller_is_named_before_anything_runs(tmp_path):
     with pytest.raises(SystemExit, match="no cgroup cpu controller"):
         cost.make_cgroup(0.5, 2, root=tmp_path)
