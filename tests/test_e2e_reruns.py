@@ -189,8 +189,6 @@ def test_editing_a_module_no_timing_job_imports_re_runs_its_users_alone(run):
     assert planned == users[str(module)] | {"paper"}, (module, plan[-3000:])
 
 
-
-
 def test_a_workload_change_re_times_its_cells_in_packs_on_a_cluster(run):
     """On a cluster the cells a run re-times go in packs (adbench/cluster.py, pending_cell):
     a config that changes one model's iterations re-times that model's cells, each in a

@@ -6,7 +6,6 @@ in the extended tier, the benchmark itself on two small test files, whole machin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,16 +70,7 @@ def test_a_group_it_cannot_set_is_named_and_not_left_behind(tmp_path, monkeypatc
 def test_no_cpu_controller_is_named_before_anything_runs(tmp_path):
     with pytest.raises(SystemExit, match="no cgroup cpu controller"):
         cost.make_cgroup(0.5, 2, root=tmp_path)
-    (tmp_path / "cpu").mkdir()
-    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
-    os.chmod(tmp_path / "cpu", 0o500)
-    try:
-        if os.access(tmp_path / "cpu", os.W_OK):  # root writes anyway
-            return
-        with pytest.raises(SystemExit, match="cannot make a control group"):
-            cost.make_cgroup(0.5, 2, root=tmp_path)
-    finally:
-        os.chmod(tmp_path / "cpu", 0o700)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("log, summary", [
